@@ -1,0 +1,1 @@
+"""The context: loaders and the metadata the root model sees instead of the content."""

@@ -1,0 +1,1 @@
+"""The RLM loop: nodes, the ledger, events, history."""

@@ -1,0 +1,76 @@
+"""The root's message history, condensed once it passes a share of the model's window.
+
+The full history is kept (and mirrored into the REPL as `history`); what is sent to the model is the
+system prompt, the question, a running summary and condensed code of older turns, and the recent turns
+verbatim. The condensed prefix is rebuilt only when compaction happens, never per turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlmx.engine.parse import parse_reply
+from rlmx.lm.base import Message, estimate_tokens
+from rlmx.limits import HistorySettings
+
+
+@dataclass
+class History:
+    settings: HistorySettings
+    window_tokens: int
+    messages: list[Message] = field(default_factory=list)  # everything, in order
+    head: int = 2  # system + question are always sent
+    compacted_upto: int = 2  # messages[head:compacted_upto] are represented by `condensed`
+    condensed: list[Message] = field(default_factory=list)
+    summary: str = ""
+    _chars: int = 0  # size of what view() returns, kept incrementally
+
+    def append(self, message: Message) -> None:
+        self.messages.append(message)
+        self._chars += len(str(message["content"]))
+
+    def view(self) -> list[Message]:
+        return self.messages[: self.head] + self.condensed + self.messages[self.compacted_upto :]
+
+    def view_tokens(self) -> int:
+        return estimate_tokens(self._chars) + 4 * (len(self.condensed) + len(self.messages))
+
+    def needs_compaction(self) -> bool:
+        threshold = self.settings.compact_at * self.window_tokens
+        keep = 2 * self.settings.keep_recent_turns
+        return self.view_tokens() > threshold and len(self.messages) - keep > self.compacted_upto
+
+    def turns_to_condense(self) -> list[Message]:
+        end = len(self.messages) - 2 * self.settings.keep_recent_turns
+        return self.messages[self.compacted_upto : end]
+
+    def compact(self, summary: str | None) -> None:
+        """Condense all but the recent turns: code kept, outputs shortened, a running summary on top."""
+        end = len(self.messages) - 2 * self.settings.keep_recent_turns
+        limit = self.settings.condensed_output_chars
+        old_condensed = self.condensed[1:] if self.condensed else []
+        new_parts: list[Message] = []
+        for message in self.messages[self.compacted_upto : end]:
+            text = str(message["content"])
+            if message["role"] == "assistant":
+                code = parse_reply(text).code_blocks
+                body = "\n".join(f"```repl\n{c.rstrip()}\n```" for c in code) if code else text[:limit]
+                new_parts.append({"role": "assistant", "content": body})
+            else:
+                short = text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} characters condensed]"
+                new_parts.append({"role": "user", "content": short})
+        if summary is not None:
+            self.summary = summary
+        header = (
+            "[Earlier turns were condensed to save space: their code is kept, their outputs shortened. "
+            "The full history is in the REPL variable `history`.]"
+        )
+        if self.summary:
+            header += "\nSummary of the work so far:\n" + self.summary
+        self.condensed = [{"role": "user", "content": header}, *old_condensed, *new_parts]
+        # Drop the oldest condensed turns if the condensed part alone is still too large.
+        budget_chars = int(self.settings.compact_at * self.window_tokens * 4 * 0.5)
+        while len(self.condensed) > 3 and sum(len(str(m["content"])) for m in self.condensed) > budget_chars:
+            del self.condensed[1:3]
+        self.compacted_upto = end
+        self._chars = sum(len(str(m["content"])) for m in self.view())

@@ -1,0 +1,117 @@
+"""One ledger for the whole call tree: limits are checked here, before every call."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlmx.errors import BudgetExhausted
+from rlmx.lm.base import Usage
+from rlmx.limits import Limits
+
+
+@dataclass
+class UsageTotals:
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = 0.0  # None once any call's cost is unknown
+
+    def add(self, usage: Usage, cost: float | None) -> None:
+        self.calls += 1
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cached_tokens += usage.cached_tokens
+        self.reasoning_tokens += usage.reasoning_tokens
+        self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
+
+    def to_dict(self) -> dict[str, Any]:
+        cost = None if self.cost_usd is None else round(self.cost_usd, 8)
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cost_usd": cost,
+        }
+
+
+@dataclass
+class Ledger:
+    """Counts every logical model call of a run tree and refuses the ones a limit forbids."""
+
+    limits: Limits
+    started: float = field(default_factory=time.monotonic)
+    total: UsageTotals = field(default_factory=UsageTotals)
+    by_model: dict[str, UsageTotals] = field(default_factory=dict)
+    by_depth: dict[int, UsageTotals] = field(default_factory=dict)
+    in_flight: int = 0
+    timed_out: bool = False
+
+    @property
+    def deadline(self) -> float | None:
+        return None if self.limits.timeout_s is None else self.started + self.limits.timeout_s
+
+    def remaining_s(self) -> float | None:
+        deadline = self.deadline
+        return None if deadline is None else deadline - time.monotonic()
+
+    def tokens_used(self) -> int:
+        return self.total.input_tokens + self.total.output_tokens
+
+    def exhausted(self, *, est_input_tokens: int = 0) -> str | None:
+        """The limit that forbids another ordinary call (one is kept for the forced final answer)."""
+        limits = self.limits
+        if self.total.calls + self.in_flight >= limits.max_llm_calls - 1:
+            return "max_llm_calls"
+        if limits.max_total_tokens is not None and (
+            self.tokens_used() + est_input_tokens >= limits.max_total_tokens
+        ):
+            return "max_total_tokens"
+        remaining = self.remaining_s()
+        if self.timed_out or (remaining is not None and remaining <= 0):
+            return "timeout"
+        return None
+
+    def acquire(self, *, final: bool = False, est_input_tokens: int = 0) -> None:
+        """Take one call slot or raise BudgetExhausted. `final` may use the reserved last call."""
+        if final:
+            if self.total.calls + self.in_flight >= self.limits.max_llm_calls:
+                raise BudgetExhausted("max_llm_calls", "no model call left, not even for the final answer")
+        else:
+            limit = self.exhausted(est_input_tokens=est_input_tokens)
+            if limit is not None:
+                raise BudgetExhausted(limit, budget_message(limit, self.limits))
+        self.in_flight += 1
+
+    def release(self) -> None:
+        """Give back a slot whose call was never made (e.g. answered from a cache)."""
+        self.in_flight -= 1
+
+    def record(self, model: str, depth: int, usage: Usage, cost: float | None) -> None:
+        """Book a made call (successful or failed for good) against its slot."""
+        self.in_flight -= 1
+        self.total.add(usage, cost)
+        self.by_model.setdefault(model, UsageTotals()).add(usage, cost)
+        self.by_depth.setdefault(depth, UsageTotals()).add(usage, cost)
+
+    def usage_dict(self) -> dict[str, Any]:
+        out = self.total.to_dict()
+        out["by_model"] = {name: totals.to_dict() for name, totals in self.by_model.items()}
+        out["by_depth"] = {str(depth): totals.to_dict() for depth, totals in sorted(self.by_depth.items())}
+        out["wall_time_s"] = round(time.monotonic() - self.started, 3)
+        return out
+
+
+def budget_message(limit: str, limits: Limits) -> str:
+    detail = {
+        "max_llm_calls": f"max_llm_calls={limits.max_llm_calls} reached (the last call is kept for the final answer)",
+        "max_total_tokens": f"max_total_tokens={limits.max_total_tokens} reached",
+        "timeout": f"timeout_s={limits.timeout_s} reached",
+        "max_cost_usd": f"max_cost_usd={limits.max_cost_usd} reached",
+    }.get(limit, limit)
+    return f"budget exhausted: {detail}; no more sub-calls can be made, answer from what you have"

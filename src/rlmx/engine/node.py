@@ -1,0 +1,330 @@
+"""One RLM at one depth: its own REPL and turns; children are nodes one level down."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rlmx.context.metadata import describe
+from rlmx.engine import prompts
+from rlmx.engine.events import excerpt
+from rlmx.engine.history import History
+from rlmx.engine.parse import FinalLine, parse_reply
+from rlmx.engine.state import RunState
+from rlmx.errors import BudgetExhausted, ModelError, RLMError, SandboxError
+from rlmx.lm.base import estimate_tokens
+from rlmx.sandbox.base import ContextPayload, ExecResult
+
+NO_ANSWER = object()
+
+
+@dataclass
+class NodeResult:
+    answer: Any  # None when the run produced no answer
+    stopped_by: str
+    iterations: int
+    error: str | None = None
+
+
+@dataclass
+class Final:
+    answer: Any
+
+
+class Node:
+    def __init__(
+        self,
+        state: RunState,
+        *,
+        depth: int,
+        question: str,
+        payload: ContextPayload,
+        meta: str,
+        parent_id: str | None,
+        record_type: str = "run_start",
+        node_id: str | None = None,
+    ) -> None:
+        self.state = state
+        self.depth = depth
+        self.question = question
+        self.payload = payload
+        self.meta = meta
+        self.parent_id = parent_id
+        self.record_type = record_type
+        self.id = node_id or state.emitter.new_id()
+        self.lm = state.models.for_depth(depth)
+        self.sub_lm = state.models.for_depth(depth + 1)
+        self.sandbox = state.sandbox_factory()
+        self.history = History(state.history_settings, state.history_settings.context_window or state.models.window(self.lm))
+        self.iteration = 0
+        self.mirrored = 0  # messages already copied into the REPL's `history`
+        self.logged = 0  # messages already written to the trace
+        self.sandbox_alive = False
+        self.children = asyncio.Semaphore(state.limits.max_concurrent_children)
+
+    def emit(self, type_: str, *, parent_id: str | None = None, **fields: Any) -> str:
+        return self.state.emitter.emit(type_, parent_id=parent_id or self.id, depth=self.depth, **fields)
+
+    # --- the loop -----------------------------------------------------------------------------------
+    async def run(self) -> NodeResult:
+        if self.record_type == "child_start":
+            self.state.emitter.emit(
+                "child_start", id_=self.id, parent_id=self.parent_id, depth=self.depth,
+                question=excerpt(self.question, self.state.excerpt_chars), model=self.lm.name,
+            )
+        try:
+            await self.sandbox.start(self.payload)
+            self.sandbox_alive = True
+            result = await self._turns()
+        except SandboxError as exc:
+            result = self._error(str(exc))
+        except asyncio.CancelledError:
+            result = NodeResult(None, "error", self.iteration, "cancelled")
+            self._end(result)
+            raise
+        finally:
+            self.sandbox_alive = False
+            await self.sandbox.close()
+        self._end(result)
+        return result
+
+    def _end(self, result: NodeResult) -> None:
+        if self.record_type == "child_start":
+            self.state.emitter.emit(
+                "child_end", parent_id=self.parent_id, depth=self.depth, child_id=self.id,
+                stopped_by=result.stopped_by, iterations=result.iterations,
+                answer=excerpt(answer_text(result.answer), self.state.excerpt_chars) if result.answer is not None else None,
+                error=result.error,
+            )
+
+    async def _turns(self) -> NodeResult:
+        limits = self.state.limits
+        sub_window = self.state.models.window(self.sub_lm)
+        system = prompts.system_prompt(depth=self.depth, limits=limits, sub_model=self.sub_lm.name, sub_window=sub_window)
+        self.history.append({"role": "system", "content": system})
+        self.history.append({"role": "user", "content": f"{self.meta}\n\nQuestion: {self.question}"})
+        for iteration in range(1, limits.max_iterations + 1):
+            self.iteration = iteration
+            if self.history.needs_compaction():
+                await self._compact()
+            try:
+                reply = await self._call(self.history.view(), purpose="root" if self.depth == 0 else "child_root")
+            except BudgetExhausted as exc:
+                return await self._forced_final(exc.limit)
+            except ModelError as exc:
+                return self._error(f"model call failed: {exc}")
+            self.history.append({"role": "assistant", "content": reply})
+            done = await self._act(reply)
+            if done is not None:
+                return self._finish(done.answer, "final")
+        return await self._forced_final("max_iterations")
+
+    async def _call(self, messages: list[dict[str, Any]], *, purpose: str, final: bool = False,
+                    extra: list[dict[str, Any]] | None = None) -> str:
+        """A turn of this node's own model; the trace gets only the messages it has not seen yet."""
+        new = self.history.messages[self.logged :] + (extra or [])
+        response = await self.state.call_model(
+            self.lm, [*messages, *(extra or [])], depth=self.depth, parent_id=self.id, purpose=purpose,
+            final=final, log_messages=new, iteration=self.iteration,
+        )
+        self.logged = len(self.history.messages) + 1  # the reply is in this lm_call record
+        return response.text
+
+    async def _act(self, reply: str) -> Final | None:
+        parsed = parse_reply(reply)
+        parts: list[str] = []
+        code_failed = False
+        for index, code in enumerate(parsed.code_blocks, 1):
+            result = await self._exec(code)
+            parts.append(format_result(index, len(parsed.code_blocks), result))
+            code_failed = code_failed or result.error is not None
+            if result.final is not None:
+                return Final(decode_final(result.final))
+        if parsed.final is not None:
+            if code_failed:
+                parts.append(f"Your {parsed.final.kind.upper()}(...) was not accepted because your code failed; fix it first.")
+            else:
+                answer, problem = await self._resolve(parsed.final)
+                if problem is None:
+                    return Final(answer)
+                parts.append(problem)
+        if not parsed.code_blocks and parsed.final is None:
+            parts.append(prompts.NO_CODE)
+        left = self.state.limits.max_llm_calls - self.state.ledger.total.calls - self.state.ledger.in_flight
+        header = f"[turn {self.iteration} of {self.state.limits.max_iterations} done; model calls left in the run: {left}]"
+        self.history.append({"role": "user", "content": header + "\n" + "\n\n".join(parts)})
+        return None
+
+    async def _exec(self, code: str) -> ExecResult:
+        append = self.history.messages[self.mirrored :]
+        self.mirrored = len(self.history.messages)
+        exec_id = self.state.emitter.new_id()
+
+        async def rpc(method: str, params: dict[str, Any]) -> Any:
+            return await self._rpc(method, params, exec_id)
+
+        result = await self.sandbox.execute(code, rpc, append)
+        self.emit(
+            "exec", id_=exec_id, iteration=self.iteration, code=excerpt(code, 20_000),
+            output=excerpt(result.output, self.state.excerpt_chars), error=result.error,
+            final=result.final is not None, restarted=result.restarted, timed_out=result.timed_out,
+            duration_s=round(result.duration_s, 4), rpc_calls=result.rpc_calls,
+        )
+        return result
+
+    async def _resolve(self, final: FinalLine) -> tuple[Any, str | None]:
+        if final.kind == "final":
+            return final.arg, None
+        if not self.sandbox_alive:
+            return None, "FINAL_VAR cannot be read: the REPL is not running"
+        reply = await self.sandbox.get_var(final.arg)
+        if not reply.get("ok"):
+            return None, f"FINAL_VAR({final.arg}) failed: {reply.get('error')}. Assign the variable first."
+        return decode_final(reply), None
+
+    async def _compact(self) -> None:
+        old = self.history.turns_to_condense()
+        digest = "\n\n".join(f"[{m['role']}]\n{str(m['content'])[:4000]}" for m in old)
+        ask = [
+            {"role": "system", "content": "You condense the working notes of an agent exploring data with code."},
+            {"role": "user", "content": (
+                f"Question being worked on: {self.question}\n\nPrevious summary:\n{self.history.summary or '(none)'}"
+                f"\n\nNew turns:\n{digest}\n\nWrite a concise running summary: key findings, numbers, variable "
+                "names holding results, and what remains to do."
+            )},
+        ]
+        summary: str | None = None
+        try:
+            summary = (await self.state.call_model(
+                self.lm, ask, depth=self.depth, parent_id=self.id, purpose="compaction", iteration=self.iteration
+            )).text
+        except (BudgetExhausted, ModelError) as exc:
+            self.emit("error", message=f"compaction summary skipped: {exc}", recoverable=True)
+        self.history.compact(summary)
+        self.emit("compaction", iteration=self.iteration, condensed_upto=self.history.compacted_upto,
+                  view_tokens=self.history.view_tokens())
+
+    async def _forced_final(self, reason: str) -> NodeResult:
+        self.emit("limit", reason=reason, iteration=self.iteration)
+        ask = {"role": "user", "content": prompts.FORCED_FINAL.format(reason=reason)}
+        try:
+            reply = await self._call(self.history.view(), purpose="final", final=self.depth == 0, extra=[ask])
+        except BudgetExhausted:
+            return self._finish(None, reason, "no model call left for a final answer")
+        except ModelError as exc:
+            return self._finish(None, reason, f"final answer call failed: {exc}")
+        self.history.append(ask)
+        self.history.append({"role": "assistant", "content": reply})
+        parsed = parse_reply(reply)
+        answer: Any = reply.strip()
+        if parsed.final is not None:
+            answer, problem = await self._resolve(parsed.final)
+            if problem is not None:
+                answer = reply.strip()
+        return self._finish(answer, reason)
+
+    async def answer_after_timeout(self) -> NodeResult:
+        """The run's time is up and its REPL is gone: one bounded call for an answer from the history."""
+        return await self._forced_final("timeout")
+
+    def _finish(self, answer: Any, stopped_by: str, error: str | None = None) -> NodeResult:
+        self.emit("final", stopped_by=stopped_by, iteration=self.iteration,
+                  answer=excerpt(answer_text(answer), self.state.excerpt_chars) if answer is not None else None,
+                  error=error)
+        return NodeResult(answer, stopped_by, self.iteration, error)
+
+    def _error(self, message: str) -> NodeResult:
+        self.emit("error", message=message, iteration=self.iteration)
+        return NodeResult(None, "error", self.iteration, message)
+
+    # --- what the REPL asks of the host --------------------------------------------------------------
+    async def _rpc(self, method: str, params: dict[str, Any], exec_id: str) -> Any:
+        if self.state.limits.max_depth == 0:
+            raise RLMError(f"{method} is disabled in this run (max_depth=0): no sub-calls are allowed")
+        if method == "llm_query":
+            return await self._sub_call(as_prompt(params.get("prompt")), params.get("model"), exec_id, batched=False)
+        if method == "llm_query_batched":
+            prompts_ = as_prompts(params.get("prompts"))
+            return list(await asyncio.gather(
+                *(self._sub_call(p, params.get("model"), exec_id, batched=True) for p in prompts_)
+            ))
+        if method == "rlm_query":
+            return await self._rlm(as_prompt(params.get("prompt")), params.get("context"), exec_id, batched=False)
+        if method == "rlm_query_batched":
+            prompts_ = as_prompts(params.get("prompts"))
+            contexts = params.get("contexts") or [None] * len(prompts_)
+            if not isinstance(contexts, list) or len(contexts) != len(prompts_):
+                raise RLMError("rlm_query_batched: contexts must be a list as long as prompts")
+            return list(await asyncio.gather(
+                *(self._rlm(p, c, exec_id, batched=True) for p, c in zip(prompts_, contexts))
+            ))
+        raise RLMError(f"unknown REPL request {method!r}")
+
+    async def _sub_call(self, prompt: str, model: Any, parent_id: str, *, batched: bool, purpose: str = "llm_query") -> str:
+        lm = self.state.models.named(str(model)) if model else self.sub_lm
+        window = self.state.models.window(lm)
+        try:
+            if estimate_tokens(prompt) > window:
+                raise RLMError(
+                    f"prompt of about {estimate_tokens(prompt):,} tokens exceeds the window of {lm.name} "
+                    f"(about {window:,} tokens); split it into smaller chunks"
+                )
+            response = await self.state.call_model(
+                lm, [{"role": "user", "content": prompt}], depth=self.depth + 1, parent_id=parent_id, purpose=purpose
+            )
+            return response.text
+        except RLMError as exc:
+            if not batched:
+                raise
+            return f"[llm_query error] {exc}"
+
+    async def _rlm(self, prompt: str, context: Any, parent_id: str, *, batched: bool) -> str:
+        max_depth = self.state.limits.max_depth
+        if self.depth + 1 >= max_depth:
+            self.emit("fallback", parent_id=parent_id, reason=(
+                f"rlm_query at depth {self.depth} with max_depth={max_depth} runs as a plain llm_query"
+            ))
+            if context is not None:
+                prompt = f"{prompt}\n\nContext:\n{context if isinstance(context, str) else json.dumps(context, default=str)}"
+            return await self._sub_call(prompt, None, parent_id, batched=batched, purpose="fallback")
+        if context is None:
+            payload, meta = self.payload, self.meta
+        else:
+            payload, meta = ContextPayload.of(context), describe(context)
+        async with self.children:
+            child = Node(self.state, depth=self.depth + 1, question=prompt, payload=payload, meta=meta,
+                         parent_id=parent_id, record_type="child_start")
+            result = await child.run()
+        if result.answer is None:
+            return f"[rlm_query error] the child run ended by {result.stopped_by}: {result.error or 'no answer'}"
+        return answer_text(result.answer)
+
+
+def as_prompt(value: Any) -> str:
+    if not isinstance(value, str):
+        raise RLMError("a prompt must be a string")
+    return value
+
+
+def as_prompts(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise RLMError("prompts must be a list of strings")
+    return value
+
+
+def decode_final(final: dict[str, Any]) -> Any:
+    return final["json"] if "json" in final else final.get("text", "")
+
+
+def answer_text(answer: Any) -> str:
+    return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False, default=str)
+
+
+def format_result(index: int, total: int, result: ExecResult) -> str:
+    label = f"Output of code block {index}/{total}" if total > 1 else "Output"
+    body = result.output.rstrip() or ("(no output)" if result.error is None else "")
+    if result.error:
+        body = (body + "\n" if body else "") + result.error
+    return f"{label}:\n{body}"

@@ -1,0 +1,64 @@
+"""Reading a model reply: which code to run, and whether it ends with FINAL(...) / FINAL_VAR(...)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
+RUNNABLE = {"repl", "python", "py", "python3", ""}
+FINAL_START = re.compile(r"^[ \t]*(FINAL_VAR|FINAL)\(", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class FinalLine:
+    kind: str  # "final" | "final_var"
+    arg: str  # FINAL: the answer text; FINAL_VAR: the variable name
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    code_blocks: list[str]
+    final: FinalLine | None
+
+
+def parse_reply(text: str) -> ParsedReply:
+    blocks: list[str] = []
+    prose: list[str] = []
+    pos = 0
+    for match in FENCE.finditer(text):
+        prose.append(text[pos : match.start()])
+        if match.group(1).lower() in RUNNABLE and match.group(2).strip():
+            blocks.append(match.group(2))
+        pos = match.end()
+    prose.append(text[pos:])
+    final = None
+    for segment in prose:
+        final = find_final(segment)
+        if final:
+            break
+    return ParsedReply(blocks, final)
+
+
+def find_final(segment: str) -> FinalLine | None:
+    """A FINAL(...) or FINAL_VAR(...) standing on its own line (it may span lines) in prose."""
+    for match in FINAL_START.finditer(segment):
+        rest = segment[match.end() :]
+        if match.group(1) == "FINAL_VAR":
+            line = rest.split("\n", 1)[0].rstrip()
+            if line.endswith(")"):
+                return FinalLine("final_var", _unquote(line[:-1].strip()))
+            continue
+        # FINAL(...): the closing parenthesis ends a line (this one or a later one)
+        for end in re.finditer(r"\)[ \t]*$", rest, re.MULTILINE):
+            return FinalLine("final", _unquote(rest[: end.start()].strip()))
+    return None
+
+
+def _unquote(arg: str) -> str:
+    try:
+        value = ast.literal_eval(arg)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return arg
+    return value if isinstance(value, str) else arg

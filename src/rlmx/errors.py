@@ -1,0 +1,50 @@
+"""One error base for rlmx. Recoverable code errors go to the model; these are the loud ones."""
+
+from __future__ import annotations
+
+
+class RLMError(Exception):
+    """Base class of every error rlmx raises on purpose."""
+
+
+class ConfigError(RLMError):
+    """Bad usage or configuration (unknown provider, missing key, bad file). CLI exit code 2."""
+
+
+class ModelError(RLMError):
+    """A model call failed for good (after its retries)."""
+
+    def __init__(self, message: str, *, attempts: int = 1, status: int | None = None) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.status = status
+
+
+class TransientModelError(ModelError):
+    """A model call failure that is worth retrying (429, 5xx, timeout, malformed reply)."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class SandboxError(RLMError):
+    """The REPL machinery failed (worker could not start, protocol violation)."""
+
+
+class ProtocolViolation(SandboxError):
+    """The worker sent something the wire protocol does not allow."""
+
+
+class BudgetExhausted(RLMError):
+    """A limit forbids another model call."""
+
+    def __init__(self, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class RealProviderForbidden(RLMError):
+    """A test run tried to reach a real model provider."""

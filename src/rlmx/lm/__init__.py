@@ -1,0 +1,1 @@
+"""Model access: the LM protocol, the OpenAI-compatible client, the provider registry."""

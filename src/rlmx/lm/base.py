@@ -1,0 +1,85 @@
+"""The model seam: one async method taking messages and settings, returning text with usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+Message = dict[str, Any]  # {"role": "system"|"user"|"assistant", "content": str}
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    """Per-call settings sent to the provider."""
+
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of one model call as the provider reported it."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = None  # provider-reported cost, where the provider reports one
+
+
+@dataclass(frozen=True)
+class LMResponse:
+    """What a model call returns: the text and its usage, together."""
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    attempts: int = 1
+    attempt_errors: tuple[str, ...] = ()
+    cached: bool = False  # answered from a response cache: no call, no cost
+
+
+@runtime_checkable
+class LM(Protocol):
+    """A language model. `name` identifies it in usage accounting and traces."""
+
+    name: str
+
+    async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse: ...
+
+
+# Context windows (tokens) of common models, used for history compaction and sub-call checks.
+KNOWN_CONTEXT_WINDOWS: dict[str, int] = {
+    "gpt-5": 400_000,
+    "gpt-4.1": 1_000_000,
+    "gpt-4o": 128_000,
+    "o3": 200_000,
+    "o4-mini": 200_000,
+    "claude": 200_000,
+    "gemini": 1_000_000,
+    "qwen3-coder": 256_000,
+    "llama-3": 128_000,
+    "smollm2": 8_192,
+}
+DEFAULT_CONTEXT_WINDOW = 32_768
+
+
+def context_window_for(model_name: str) -> int:
+    """Best known context window for a model name; a conservative default otherwise."""
+    name = model_name.lower().split(":")[-1].split("/")[-1]
+    best = ""
+    for prefix in KNOWN_CONTEXT_WINDOWS:
+        if name.startswith(prefix) and len(prefix) > len(best):
+            best = prefix
+    return KNOWN_CONTEXT_WINDOWS[best] if best else DEFAULT_CONTEXT_WINDOW
+
+
+def estimate_tokens(text_or_chars: str | int) -> int:
+    """Fast token estimate (about 4 characters a token)."""
+    n = text_or_chars if isinstance(text_or_chars, int) else len(text_or_chars)
+    return (n + 3) // 4
+
+
+def estimate_message_tokens(messages: list[Message]) -> int:
+    return sum(estimate_tokens(str(m.get("content", ""))) + 4 for m in messages)

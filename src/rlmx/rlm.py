@@ -1,0 +1,159 @@
+"""The public entry point: `RLM(...).run(question, context)` (sync) / `await RLM(...).arun(...)`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rlmx.context.metadata import describe
+from rlmx.engine.events import Emitter, Sink, TraceWriter, default_trace_dir, excerpt
+from rlmx.engine.ledger import Ledger
+from rlmx.engine.node import Node, NodeResult, answer_text
+from rlmx.engine.prompts import SYSTEM_PROMPT_VERSION
+from rlmx.engine.state import Models, Pricer, RunState
+from rlmx.errors import ConfigError
+from rlmx.lm.base import LM
+from rlmx.lm.registry import ModelOptions, resolve_model
+from rlmx.limits import HistorySettings, Limits
+from rlmx.sandbox.base import ContextPayload, Sandbox, SandboxSettings
+
+TraceOption = "bool | str | Path | None"
+
+
+@dataclass
+class RunResult:
+    answer: Any  # the FINAL value: a str, or a JSON value from FINAL_VAR; None when there is none
+    stopped_by: str  # final | max_iterations | max_llm_calls | max_total_tokens | max_cost_usd | timeout | error
+    iterations: int  # root turns
+    usage: dict[str, Any]
+    trace_path: str | None
+    elapsed_s: float
+    error: str | None = None
+    run_id: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.stopped_by == "final"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "stopped_by": self.stopped_by,
+            "iterations": self.iterations,
+            "usage": self.usage,
+            "trace_path": self.trace_path,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "error": self.error,
+            "run_id": self.run_id,
+        }
+
+
+def make_sandbox_factory(settings: SandboxSettings) -> Callable[[], Sandbox]:
+    if settings.backend == "process":
+        from rlmx.sandbox.process import ProcessSandbox
+
+        return lambda: ProcessSandbox(settings)
+    if settings.backend == "local":
+        from rlmx.sandbox.local import LocalSandbox
+
+        return lambda: LocalSandbox(settings)
+    raise ConfigError(f"unknown sandbox backend {settings.backend!r}; use 'process' or 'local'")
+
+
+@dataclass
+class RLM:
+    """A Recursive Language Model. `model`/`sub_model` are model strings (`provider:model`) or LM objects."""
+
+    model: str | LM
+    sub_model: str | LM | None = None
+    limits: Limits = field(default_factory=Limits)
+    trace: bool | str | Path | None = True  # True: a new file under the state dir; a path; False/None: off
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    history: HistorySettings = field(default_factory=HistorySettings)
+    models_by_depth: dict[int, str | LM] = field(default_factory=dict)
+    model_options: ModelOptions = field(default_factory=ModelOptions)
+    pricer: Pricer | None = None
+    on_event: Sink | list[Sink] | None = None
+    excerpt_chars: int = 2_000
+
+    def __post_init__(self) -> None:
+        root = resolve_model(self.model, self.model_options)
+        sub = resolve_model(self.sub_model, self.model_options) if self.sub_model is not None else root
+        by_depth = {int(d): resolve_model(m, self.model_options) for d, m in self.models_by_depth.items()}
+        self._models = Models(root=root, sub=sub, by_depth=by_depth)
+        self._sandbox_factory = make_sandbox_factory(self.sandbox)
+
+    def run(self, question: str, context: Any = None) -> RunResult:
+        """Synchronous wrapper around `arun`."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(question, context))
+        raise RuntimeError("RLM.run() was called inside a running event loop; use `await rlm.arun(...)`")
+
+    def _trace_path(self, run_id: str) -> Path | None:
+        if self.trace is None or self.trace is False:
+            return None
+        if self.trace is True:
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+            return default_trace_dir() / f"{stamp}-{run_id}.jsonl"
+        return Path(self.trace)
+
+    async def arun(self, question: str, context: Any = None, *, context_note: str | None = None) -> RunResult:
+        if not isinstance(question, str) or not question.strip():
+            raise ConfigError("the question must be a non-empty string")
+        started = time.monotonic()
+        run_id = uuid.uuid4().hex[:12]
+        trace_path = self._trace_path(run_id)
+        sinks: list[Sink] = []
+        writer = TraceWriter(trace_path) if trace_path else None
+        if writer:
+            sinks.append(writer)
+        if self.on_event:
+            sinks.extend(self.on_event if isinstance(self.on_event, list) else [self.on_event])
+        emitter = Emitter(sinks)
+        ledger = Ledger(self.limits)
+        state = RunState(
+            limits=self.limits, models=self._models, ledger=ledger, emitter=emitter,
+            sandbox_factory=self._sandbox_factory, sandbox_settings=self.sandbox, history_settings=self.history,
+            pricer=self.pricer, excerpt_chars=self.excerpt_chars,
+        )
+        meta = describe(context, note=context_note)
+        root = Node(state, depth=0, question=question, payload=ContextPayload.of(context), meta=meta, parent_id=None)
+        emitter.emit(
+            "run_start", id_=root.id, parent_id=None, depth=0, run_id=run_id, question=excerpt(question),
+            model=self._models.root.name, sub_model=self._models.sub.name, limits=vars(self.limits),
+            sandbox=vars(self.sandbox), context_meta=meta, prompt_version=SYSTEM_PROMPT_VERSION,
+        )
+        try:
+            result = await self._run_root(root, ledger)
+            usage = ledger.usage_dict()
+            emitter.emit(
+                "run_end", parent_id=root.id, depth=0, stopped_by=result.stopped_by, iterations=result.iterations,
+                answer=excerpt(answer_text(result.answer)) if result.answer is not None else None,
+                error=result.error, usage=usage, elapsed_s=round(time.monotonic() - started, 3),
+            )
+        finally:
+            if writer:
+                writer.close()
+        return RunResult(
+            answer=result.answer, stopped_by=result.stopped_by, iterations=result.iterations, usage=usage,
+            trace_path=str(trace_path) if trace_path else None, elapsed_s=time.monotonic() - started,
+            error=result.error, run_id=run_id,
+        )
+
+    async def _run_root(self, root: Node, ledger: Ledger) -> NodeResult:
+        remaining = ledger.remaining_s()
+        if remaining is None:
+            return await root.run()
+        try:
+            return await asyncio.wait_for(root.run(), remaining)
+        except asyncio.TimeoutError:
+            ledger.timed_out = True
+        return await root.answer_after_timeout()

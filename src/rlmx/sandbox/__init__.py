@@ -1,0 +1,1 @@
+"""Where model-written code runs. Kept import-light: the worker imports this package."""

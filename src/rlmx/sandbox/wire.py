@@ -1,0 +1,86 @@
+"""The one wire protocol between the host and a REPL worker.
+
+Framing: every frame is a 12-byte header -- u32 length of a JSON object, u64 length of an optional binary
+blob -- then the JSON (UTF-8) and the blob. Large payloads (a 40 MB context) travel as the blob, so they
+are never JSON-escaped.
+
+Messages are JSON objects with a `type` and (for requests) an integer `id`. Direction is part of the
+protocol: a worker may send only WORKER_TO_HOST types, and every response id must match a request that
+is actually pending. Anything else is a protocol violation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from typing import Any
+
+HEADER = struct.Struct(">IQ")
+MAX_JSON_BYTES = 64 * 1024 * 1024  # a single frame's JSON part
+MAX_BLOB_BYTES = 8 * 1024 * 1024 * 1024
+
+# host -> worker
+INIT = "init"  # {context_kind: "inline-text"|"inline-json"|"none", history?: [...]}, blob = payload
+EXEC = "exec"  # {id, code, history_append: [...]}
+GET_VAR = "get_var"  # {id, name}
+RPC_RESULT = "rpc_result"  # {id, ok, result | error}
+SHUTDOWN = "shutdown"
+HOST_TO_WORKER = frozenset({INIT, EXEC, GET_VAR, RPC_RESULT, SHUTDOWN})
+
+# worker -> host
+READY = "ready"  # {pid}
+EXEC_RESULT = "exec_result"  # {id, output, error, final, restarted?}
+VAR_RESULT = "var_result"  # {id, ok, value_json | text | error}
+RPC = "rpc"  # {id, method, params}
+WORKER_TO_HOST = frozenset({READY, EXEC_RESULT, VAR_RESULT, RPC})
+
+# the operations a worker may ask of the host, and nothing else
+RPC_METHODS = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched"})
+
+
+def encode(message: dict[str, Any], blob: bytes = b"") -> bytes:
+    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    return HEADER.pack(len(body), len(blob)) + body + blob
+
+
+def decode_header(header: bytes) -> tuple[int, int]:
+    json_len, blob_len = HEADER.unpack(header)
+    if json_len > MAX_JSON_BYTES or blob_len > MAX_BLOB_BYTES:
+        raise ValueError(f"frame too large ({json_len} + {blob_len} bytes)")
+    return json_len, blob_len
+
+
+def decode_body(body: bytes) -> dict[str, Any]:
+    message = json.loads(body)
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise ValueError("frame is not a typed message")
+    return message
+
+
+# --- blocking helpers, used by the worker side -------------------------------------------------
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("pipe closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> tuple[dict[str, Any], bytes]:
+    json_len, blob_len = decode_header(_read_exact(fd, HEADER.size))
+    message = decode_body(_read_exact(fd, json_len))
+    blob = _read_exact(fd, blob_len) if blob_len else b""
+    return message, blob
+
+
+def write_frame(fd: int, message: dict[str, Any], blob: bytes = b"") -> None:
+    data = memoryview(encode(message, blob))
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]

@@ -1,0 +1,307 @@
+"""The REPL worker: runs model-written code next to the context, in its own process.
+
+Started by the host as `python -m rlmx.sandbox.worker IN_FD OUT_FD`. It talks to the host only through
+the wire protocol on those two pipes. It never holds API keys and never calls a model itself: every
+`llm_query` is a request to the host, which decides (ledger, limits) whether to make the call.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+import threading
+import traceback
+from collections import deque
+from typing import Any
+
+from rlmx.sandbox import helpers, wire
+
+RESERVED = frozenset(
+    "context ctx llm_query llm_query_batched rlm_query rlm_query_batched peek grep partition "
+    "SHOW_VARS FINAL FINAL_VAR history count_tokens search Match".split()
+)
+MAX_PROMPT_CHARS = 16_000_000
+
+
+class BudgetExhaustedError(RuntimeError):
+    """Raised inside the REPL when a limit forbids another model call."""
+
+
+class SubcallError(RuntimeError):
+    """Raised inside the REPL when a sub-call failed for good."""
+
+
+class CappedWriter:
+    """A text sink keeping the first and last `limit` characters and counting the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.head: list[str] = []
+        self.head_len = 0
+        self.tail: deque[str] = deque()
+        self.tail_len = 0
+        self.total = 0
+        self.lock = threading.Lock()
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            s = str(s)
+        with self.lock:
+            self.total += len(s)
+            room = self.limit - self.head_len
+            if room > 0:
+                self.head.append(s[:room])
+                self.head_len += min(room, len(s))
+                s = s[room:]
+            if s:
+                self.tail.append(s)
+                self.tail_len += len(s)
+                while self.tail and self.tail_len - len(self.tail[0]) >= self.limit:
+                    self.tail_len -= len(self.tail.popleft())
+        return len(s)
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+    def render(self) -> str:
+        head = "".join(self.head)
+        tail = "".join(self.tail)
+        if self.total <= 2 * self.limit and self.total == len(head) + len(tail):
+            return head + tail
+        tail = tail[-self.limit // 2 :] if self.limit else ""
+        head = head[: self.limit - len(tail)]
+        omitted = self.total - len(head) - len(tail)
+        return f"{head}\n[{omitted} characters omitted]\n{tail}"
+
+
+def truncate(text: str, limit: int) -> str:
+    """Head + tail with an "[N characters omitted]" marker when text is longer than limit."""
+    if len(text) <= limit:
+        return text
+    tail_len = limit // 2
+    head_len = limit - tail_len
+    omitted = len(text) - head_len - tail_len
+    return f"{text[:head_len]}\n[{omitted} characters omitted]\n{text[len(text) - tail_len :]}"
+
+
+class Worker:
+    def __init__(self, in_fd: int, out_fd: int) -> None:
+        self.in_fd = in_fd
+        self.out_fd = out_fd
+        self.lock = threading.Lock()
+        self.next_rpc = 0
+        self.in_cell = False
+        self.final: dict[str, Any] | None = None
+        self.output_chars = 20_000
+        self.ns: dict[str, Any] = {}
+        self.fd_capture = -1
+
+    # --- RPC to the host -----------------------------------------------------------------------
+    def rpc(self, method: str, params: dict[str, Any]) -> Any:
+        if not self.in_cell:
+            raise RuntimeError(f"{method} can only be called while a cell is running")
+        with self.lock:
+            self.next_rpc += 1
+            rid = self.next_rpc
+            wire.write_frame(self.out_fd, {"type": wire.RPC, "id": rid, "method": method, "params": params})
+            message, _ = wire.read_frame(self.in_fd)
+        if message.get("type") != wire.RPC_RESULT or message.get("id") != rid:
+            raise SystemExit(f"protocol violation: expected rpc_result {rid}, got {message.get('type')}")
+        if message.get("ok"):
+            return message.get("result")
+        error = str(message.get("error", "sub-call failed"))
+        if message.get("kind") == "budget":
+            raise BudgetExhaustedError(error)
+        raise SubcallError(error)
+
+    @staticmethod
+    def _prompt(prompt: Any) -> str:
+        text = prompt if isinstance(prompt, str) else str(prompt)
+        if len(text) > MAX_PROMPT_CHARS:
+            raise ValueError(
+                f"prompt of {len(text)} characters is too large to send (limit {MAX_PROMPT_CHARS}); "
+                "split it into chunks"
+            )
+        return text
+
+    def llm_query(self, prompt: Any, model: str | None = None) -> str:
+        return str(self.rpc("llm_query", {"prompt": self._prompt(prompt), "model": model}))
+
+    def llm_query_batched(self, prompts: Any, model: str | None = None) -> list[str]:
+        items = [self._prompt(p) for p in list(prompts)]
+        if sum(len(p) for p in items) > MAX_PROMPT_CHARS * 2:
+            raise ValueError("batch too large to send at once; split it into several batches")
+        return [str(r) for r in self.rpc("llm_query_batched", {"prompts": items, "model": model})]
+
+    def rlm_query(self, prompt: Any, context: Any = None) -> str:
+        return str(self.rpc("rlm_query", {"prompt": self._prompt(prompt), "context": context}))
+
+    def rlm_query_batched(self, prompts: Any, contexts: Any = None) -> list[str]:
+        items = [self._prompt(p) for p in list(prompts)]
+        ctxs = list(contexts) if contexts is not None else None
+        if ctxs is not None and len(ctxs) != len(items):
+            raise ValueError(f"rlm_query_batched: {len(items)} prompts but {len(ctxs)} contexts")
+        return [str(r) for r in self.rpc("rlm_query_batched", {"prompts": items, "contexts": ctxs})]
+
+    # --- FINAL ---------------------------------------------------------------------------------
+    def FINAL(self, value: Any) -> None:  # noqa: N802 - the name the model knows
+        self.final = {"kind": "final", "text": value if isinstance(value, str) else str(value)}
+
+    def FINAL_VAR(self, name: Any) -> None:  # noqa: N802
+        value = self.ns[name] if isinstance(name, str) and name in self.ns else name
+        self.final = {"kind": "final_var", **encode_value(value)}
+
+    def SHOW_VARS(self) -> None:  # noqa: N802
+        rows = []
+        for key, value in self.ns.items():
+            if key.startswith("_") or key in RESERVED or type(value).__name__ == "module":
+                continue
+            size = f" len={len(value)}" if hasattr(value, "__len__") else ""
+            rows.append(f"{key}: {type(value).__name__}{size}")
+        print("\n".join(rows) if rows else "(no variables yet)")
+
+    # --- set-up and cells ----------------------------------------------------------------------
+    def init(self, message: dict[str, Any], blob: bytes) -> None:
+        kind = message.get("context_kind")
+        if kind == "inline-text":
+            context: Any = blob.decode("utf-8")
+        elif kind == "inline-json":
+            context = json.loads(blob)
+        else:
+            context = None
+        self.output_chars = int(message.get("output_chars", 20_000))
+        view = helpers.TextView(context if context is not None else "")
+        ns = self.ns
+        ns.update(
+            __name__="__main__",
+            context=context,
+            ctx=context,
+            history=list(message.get("history", [])),
+            llm_query=self.llm_query,
+            llm_query_batched=self.llm_query_batched,
+            rlm_query=self.rlm_query,
+            rlm_query_batched=self.rlm_query_batched,
+            peek=lambda start=0, length=2000: helpers.peek(view, start, length),
+            grep=lambda pattern, **kw: helpers.grep(view, pattern, **kw),
+            partition=lambda n=None, **kw: helpers.partition(context, view, n, **kw),
+            Match=helpers.Match,
+            SHOW_VARS=self.SHOW_VARS,
+            FINAL=self.FINAL,
+            FINAL_VAR=self.FINAL_VAR,
+        )
+
+    def run_cell(self, code: str) -> dict[str, Any]:
+        out = CappedWriter(self.output_chars)
+        self.final = None
+        error = None
+        saved = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = out  # type: ignore[assignment]
+        self.in_cell = True
+        try:
+            tree = ast.parse(code, "<cell>", "exec")
+            last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+            if last is not None:
+                tree.body.pop()
+            exec(compile(tree, "<cell>", "exec"), self.ns)
+            if last is not None:
+                value = eval(compile(ast.Expression(last.value), "<cell>", "eval"), self.ns)
+                if value is not None:
+                    out.write(repr(value) + "\n")
+        except SystemExit as exc:
+            error = f"SystemExit: {exc.code} (exiting is not allowed; the REPL keeps running)"
+        except BaseException as exc:  # the model's code errors go back to the model
+            error = short_traceback(exc)
+        finally:
+            self.in_cell = False
+            sys.stdout, sys.stderr = saved
+        output = out.render() + self._fd_output()
+        return {"output": truncate(output, self.output_chars), "error": error, "final": self.final}
+
+    def _fd_output(self) -> str:
+        """What the cell's code (or its subprocesses) wrote straight to file descriptors 1 and 2."""
+        if self.fd_capture < 0:
+            return ""
+        size = os.fstat(self.fd_capture).st_size
+        if not size:
+            return ""
+        os.lseek(self.fd_capture, max(0, size - 2 * self.output_chars), os.SEEK_SET)
+        data = os.read(self.fd_capture, 2 * self.output_chars)
+        os.ftruncate(self.fd_capture, 0)
+        return data.decode("utf-8", "replace")
+
+    def get_var(self, name: str) -> dict[str, Any]:
+        if name not in self.ns:
+            return {"ok": False, "error": f"no variable named {name!r} in the REPL"}
+        return {"ok": True, **encode_value(self.ns[name])}
+
+    def serve(self) -> None:
+        message, blob = wire.read_frame(self.in_fd)
+        if message.get("type") != wire.INIT:
+            raise SystemExit("protocol violation: first frame must be init")
+        self.init(message, blob)
+        del blob
+        wire.write_frame(self.out_fd, {"type": wire.READY, "pid": os.getpid()})
+        while True:
+            message, _ = wire.read_frame(self.in_fd)
+            kind = message.get("type")
+            if kind == wire.EXEC:
+                self.ns["history"].extend(message.get("history_append") or [])
+                result = self.run_cell(str(message.get("code", "")))
+                wire.write_frame(self.out_fd, {"type": wire.EXEC_RESULT, "id": message["id"], **result})
+            elif kind == wire.GET_VAR:
+                reply = self.get_var(str(message.get("name")))
+                wire.write_frame(self.out_fd, {"type": wire.VAR_RESULT, "id": message["id"], **reply})
+            elif kind == wire.SHUTDOWN:
+                return
+            else:
+                raise SystemExit(f"protocol violation: unexpected {kind!r}")
+
+
+def encode_value(value: Any) -> dict[str, Any]:
+    """A FINAL_VAR value: its JSON form when it has one, else its text."""
+    if isinstance(value, str):
+        return {"text": value}
+    try:
+        return {"json": json.loads(json.dumps(value, allow_nan=False))}
+    except (TypeError, ValueError):
+        return {"text": str(value)}
+
+
+def short_traceback(exc: BaseException) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<cell>"]
+    lines = [f"  line {f.lineno}, in {f.name}" for f in frames[-5:]]
+    head = "Traceback (most recent call last):\n" + "\n".join(lines) + "\n" if lines else ""
+    return head + "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def _capture_fds() -> int:
+    """Point fds 1 and 2 at an unlinked scratch file; stdin at /dev/null."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    path = os.path.join(os.getcwd(), f".rlmx-out-{os.getpid()}")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
+    os.unlink(path)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    return fd
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    in_fd, out_fd = int(args[0]), int(args[1])
+    worker = Worker(in_fd, out_fd)
+    worker.fd_capture = _capture_fds()
+    try:
+        worker.serve()
+    except EOFError:
+        pass  # the host closed the pipe: nothing left to do
+
+
+if __name__ == "__main__":
+    main()
