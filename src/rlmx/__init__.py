@@ -35,7 +35,25 @@ _EXPORTS = {
     "SandboxError": "rlmx.errors",
 }
 
-__all__ = [*_EXPORTS, "__version__"]
+__all__ = [
+    "LM",
+    "RLM",
+    "CallSettings",
+    "ConfigError",
+    "HistorySettings",
+    "LMResponse",
+    "Limits",
+    "ModelError",
+    "ModelOptions",
+    "RLMError",
+    "RunResult",
+    "SandboxError",
+    "SandboxSettings",
+    "Usage",
+    "__version__",
+    "register_provider",
+    "resolve_model",
+]
 
 if TYPE_CHECKING:
     from rlmx.errors import ConfigError, ModelError, RLMError, SandboxError

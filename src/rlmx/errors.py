@@ -23,9 +23,7 @@ class ModelError(RLMError):
 class TransientModelError(ModelError):
     """A model call failure that is worth retrying (429, 5xx, timeout, malformed reply)."""
 
-    def __init__(
-        self, message: str, *, status: int | None = None, retry_after: float | None = None
-    ) -> None:
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
         super().__init__(message, status=status)
         self.retry_after = retry_after
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STOP_REASONS = ("final", "max_iterations", "max_llm_calls", "max_total_tokens", "max_cost_usd", "timeout", "error")
+STOP_REASONS = (
+    "final",
+    "max_iterations",
+    "max_llm_calls",
+    "max_total_tokens",
+    "max_cost_usd",
+    "timeout",
+    "error",
+)
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from rlmx.engine.node import Node, NodeResult, answer_text
 from rlmx.engine.prompts import SYSTEM_PROMPT_VERSION
 from rlmx.engine.state import Models, Pricer, RunState
 from rlmx.errors import ConfigError
+from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import LM
 from rlmx.lm.registry import ModelOptions, resolve_model
-from rlmx.limits import HistorySettings, Limits
 from rlmx.sandbox.base import ContextPayload, Sandbox, SandboxSettings
 
 TraceOption = "bool | str | Path | None"
@@ -29,7 +29,9 @@ TraceOption = "bool | str | Path | None"
 @dataclass
 class RunResult:
     answer: Any  # the FINAL value: a str, or a JSON value from FINAL_VAR; None when there is none
-    stopped_by: str  # final | max_iterations | max_llm_calls | max_total_tokens | max_cost_usd | timeout | error
+    stopped_by: (
+        str  # final | max_iterations | max_llm_calls | max_total_tokens | max_cost_usd | timeout | error
+    )
     iterations: int  # root turns
     usage: dict[str, Any]
     trace_path: str | None
@@ -120,32 +122,60 @@ class RLM:
         emitter = Emitter(sinks)
         ledger = Ledger(self.limits)
         state = RunState(
-            limits=self.limits, models=self._models, ledger=ledger, emitter=emitter,
-            sandbox_factory=self._sandbox_factory, sandbox_settings=self.sandbox, history_settings=self.history,
-            pricer=self.pricer, excerpt_chars=self.excerpt_chars,
+            limits=self.limits,
+            models=self._models,
+            ledger=ledger,
+            emitter=emitter,
+            sandbox_factory=self._sandbox_factory,
+            sandbox_settings=self.sandbox,
+            history_settings=self.history,
+            pricer=self.pricer,
+            excerpt_chars=self.excerpt_chars,
         )
         meta = describe(context, note=context_note)
-        root = Node(state, depth=0, question=question, payload=ContextPayload.of(context), meta=meta, parent_id=None)
+        root = Node(
+            state, depth=0, question=question, payload=ContextPayload.of(context), meta=meta, parent_id=None
+        )
         emitter.emit(
-            "run_start", id_=root.id, parent_id=None, depth=0, run_id=run_id, question=excerpt(question),
-            model=self._models.root.name, sub_model=self._models.sub.name, limits=vars(self.limits),
-            sandbox=vars(self.sandbox), context_meta=meta, prompt_version=SYSTEM_PROMPT_VERSION,
+            "run_start",
+            id_=root.id,
+            parent_id=None,
+            depth=0,
+            run_id=run_id,
+            question=excerpt(question),
+            model=self._models.root.name,
+            sub_model=self._models.sub.name,
+            limits=vars(self.limits),
+            sandbox=vars(self.sandbox),
+            context_meta=meta,
+            prompt_version=SYSTEM_PROMPT_VERSION,
         )
         try:
             result = await self._run_root(root, ledger)
             usage = ledger.usage_dict()
             emitter.emit(
-                "run_end", parent_id=root.id, depth=0, stopped_by=result.stopped_by, iterations=result.iterations,
+                "run_end",
+                parent_id=root.id,
+                depth=0,
+                stopped_by=result.stopped_by,
+                iterations=result.iterations,
                 answer=excerpt(answer_text(result.answer)) if result.answer is not None else None,
-                error=result.error, usage=usage, elapsed_s=round(time.monotonic() - started, 3),
+                error=result.error,
+                usage=usage,
+                elapsed_s=round(time.monotonic() - started, 3),
             )
         finally:
             if writer:
                 writer.close()
         return RunResult(
-            answer=result.answer, stopped_by=result.stopped_by, iterations=result.iterations, usage=usage,
-            trace_path=str(trace_path) if trace_path else None, elapsed_s=time.monotonic() - started,
-            error=result.error, run_id=run_id,
+            answer=result.answer,
+            stopped_by=result.stopped_by,
+            iterations=result.iterations,
+            usage=usage,
+            trace_path=str(trace_path) if trace_path else None,
+            elapsed_s=time.monotonic() - started,
+            error=result.error,
+            run_id=run_id,
         )
 
     async def _run_root(self, root: Node, ledger: Ledger) -> NodeResult:

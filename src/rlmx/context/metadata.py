@@ -54,13 +54,13 @@ def describe(context: Any, *, note: str | None = None) -> str:
             lines.append(f"Item sizes: {_sizes(sizes)}.")
             dict_items = [item for item in context[:50] if isinstance(item, dict)]
             if dict_items:
-                keys = Counter(k for item in dict_items for k in item)
-                lines.append("Keys of dict items: " + ", ".join(k for k, _ in keys.most_common(12)))
+                key_counts = Counter(str(k) for item in dict_items for k in item)
+                lines.append("Keys of dict items: " + ", ".join(k for k, _ in key_counts.most_common(12)))
     elif isinstance(context, dict):
-        keys = list(context)
+        names = [str(k) for k in context]
         lines.append(
-            f"Your context is a dict with {len(keys):,} keys: {', '.join(map(str, keys[:12]))}"
-            f"{', ...' if len(keys) > 12 else ''}."
+            f"Your context is a dict with {len(names):,} keys: {', '.join(names[:12])}"
+            f"{', ...' if len(names) > 12 else ''}."
         )
     else:
         lines.append(f"Your context is a {type(context).__name__}.")

@@ -28,7 +28,9 @@ class Emitter:
     def new_id(self) -> str:
         return f"e{next(self._ids)}"
 
-    def emit(self, type_: str, *, parent_id: str | None, depth: int, id_: str | None = None, **fields: Any) -> str:
+    def emit(
+        self, type_: str, *, parent_id: str | None, depth: int, id_: str | None = None, **fields: Any
+    ) -> str:
         record: Record = {
             "type": type_,
             "schema_version": SCHEMA_VERSION,
@@ -61,7 +63,7 @@ class TraceWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._file: IO[str] | None = open(path, "a", encoding="utf-8")
 
     def __call__(self, record: Record) -> None:
         if self._file is None:
@@ -99,9 +101,13 @@ class ProgressLines:
         elif kind == "child_start":
             self._line(f"{pad}child RLM started: {record.get('question', {}).get('text', '')[:60]!r}")
         elif kind in ("limit", "error", "final"):
-            self._line(f"{pad}{kind}: {record.get('reason') or record.get('message') or record.get('stopped_by', '')}")
+            self._line(
+                f"{pad}{kind}: {record.get('reason') or record.get('message') or record.get('stopped_by', '')}"
+            )
 
     def _line(self, text: str) -> None:
         elapsed = time.monotonic() - self.started
-        self.stream.write(f"[rlmx {elapsed:6.1f}s | sub-calls {self.sub_calls} | tokens {self.tokens}] {text}\n")
+        self.stream.write(
+            f"[rlmx {elapsed:6.1f}s | sub-calls {self.sub_calls} | tokens {self.tokens}] {text}\n"
+        )
         self.stream.flush()

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlmx.engine.parse import parse_reply
-from rlmx.lm.base import Message, estimate_tokens
 from rlmx.limits import HistorySettings
+from rlmx.lm.base import Message, estimate_tokens
 
 
 @dataclass
@@ -57,7 +57,11 @@ class History:
                 body = "\n".join(f"```repl\n{c.rstrip()}\n```" for c in code) if code else text[:limit]
                 new_parts.append({"role": "assistant", "content": body})
             else:
-                short = text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} characters condensed]"
+                short = (
+                    text
+                    if len(text) <= limit
+                    else text[:limit] + f" [... {len(text) - limit} characters condensed]"
+                )
                 new_parts.append({"role": "user", "content": short})
         if summary is not None:
             self.summary = summary

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlmx.errors import BudgetExhausted
-from rlmx.lm.base import Usage
 from rlmx.limits import Limits
+from rlmx.lm.base import Usage
 
 
 @dataclass

@@ -57,7 +57,9 @@ class Node:
         self.lm = state.models.for_depth(depth)
         self.sub_lm = state.models.for_depth(depth + 1)
         self.sandbox = state.sandbox_factory()
-        self.history = History(state.history_settings, state.history_settings.context_window or state.models.window(self.lm))
+        self.history = History(
+            state.history_settings, state.history_settings.context_window or state.models.window(self.lm)
+        )
         self.iteration = 0
         self.mirrored = 0  # messages already copied into the REPL's `history`
         self.logged = 0  # messages already written to the trace
@@ -71,8 +73,12 @@ class Node:
     async def run(self) -> NodeResult:
         if self.record_type == "child_start":
             self.state.emitter.emit(
-                "child_start", id_=self.id, parent_id=self.parent_id, depth=self.depth,
-                question=excerpt(self.question, self.state.excerpt_chars), model=self.lm.name,
+                "child_start",
+                id_=self.id,
+                parent_id=self.parent_id,
+                depth=self.depth,
+                question=excerpt(self.question, self.state.excerpt_chars),
+                model=self.lm.name,
             )
         try:
             await self.sandbox.start(self.payload)
@@ -93,16 +99,24 @@ class Node:
     def _end(self, result: NodeResult) -> None:
         if self.record_type == "child_start":
             self.state.emitter.emit(
-                "child_end", parent_id=self.parent_id, depth=self.depth, child_id=self.id,
-                stopped_by=result.stopped_by, iterations=result.iterations,
-                answer=excerpt(answer_text(result.answer), self.state.excerpt_chars) if result.answer is not None else None,
+                "child_end",
+                parent_id=self.parent_id,
+                depth=self.depth,
+                child_id=self.id,
+                stopped_by=result.stopped_by,
+                iterations=result.iterations,
+                answer=excerpt(answer_text(result.answer), self.state.excerpt_chars)
+                if result.answer is not None
+                else None,
                 error=result.error,
             )
 
     async def _turns(self) -> NodeResult:
         limits = self.state.limits
         sub_window = self.state.models.window(self.sub_lm)
-        system = prompts.system_prompt(depth=self.depth, limits=limits, sub_model=self.sub_lm.name, sub_window=sub_window)
+        system = prompts.system_prompt(
+            depth=self.depth, limits=limits, sub_model=self.sub_lm.name, sub_window=sub_window
+        )
         self.history.append({"role": "system", "content": system})
         self.history.append({"role": "user", "content": f"{self.meta}\n\nQuestion: {self.question}"})
         for iteration in range(1, limits.max_iterations + 1):
@@ -110,7 +124,9 @@ class Node:
             if self.history.needs_compaction():
                 await self._compact()
             try:
-                reply = await self._call(self.history.view(), purpose="root" if self.depth == 0 else "child_root")
+                reply = await self._call(
+                    self.history.view(), purpose="root" if self.depth == 0 else "child_root"
+                )
             except BudgetExhausted as exc:
                 return await self._forced_final(exc.limit)
             except ModelError as exc:
@@ -121,13 +137,25 @@ class Node:
                 return self._finish(done.answer, "final")
         return await self._forced_final("max_iterations")
 
-    async def _call(self, messages: list[dict[str, Any]], *, purpose: str, final: bool = False,
-                    extra: list[dict[str, Any]] | None = None) -> str:
+    async def _call(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        purpose: str,
+        final: bool = False,
+        extra: list[dict[str, Any]] | None = None,
+    ) -> str:
         """A turn of this node's own model; the trace gets only the messages it has not seen yet."""
         new = self.history.messages[self.logged :] + (extra or [])
         response = await self.state.call_model(
-            self.lm, [*messages, *(extra or [])], depth=self.depth, parent_id=self.id, purpose=purpose,
-            final=final, log_messages=new, iteration=self.iteration,
+            self.lm,
+            [*messages, *(extra or [])],
+            depth=self.depth,
+            parent_id=self.id,
+            purpose=purpose,
+            final=final,
+            log_messages=new,
+            iteration=self.iteration,
         )
         self.logged = len(self.history.messages) + 1  # the reply is in this lm_call record
         return response.text
@@ -144,7 +172,9 @@ class Node:
                 return Final(decode_final(result.final))
         if parsed.final is not None:
             if code_failed:
-                parts.append(f"Your {parsed.final.kind.upper()}(...) was not accepted because your code failed; fix it first.")
+                parts.append(
+                    f"Your {parsed.final.kind.upper()}(...) was not accepted because your code failed; fix it first."
+                )
             else:
                 answer, problem = await self._resolve(parsed.final)
                 if problem is None:
@@ -167,10 +197,17 @@ class Node:
 
         result = await self.sandbox.execute(code, rpc, append)
         self.emit(
-            "exec", id_=exec_id, iteration=self.iteration, code=excerpt(code, 20_000),
-            output=excerpt(result.output, self.state.excerpt_chars), error=result.error,
-            final=result.final is not None, restarted=result.restarted, timed_out=result.timed_out,
-            duration_s=round(result.duration_s, 4), rpc_calls=result.rpc_calls,
+            "exec",
+            id_=exec_id,
+            iteration=self.iteration,
+            code=excerpt(code, 20_000),
+            output=excerpt(result.output, self.state.excerpt_chars),
+            error=result.error,
+            final=result.final is not None,
+            restarted=result.restarted,
+            timed_out=result.timed_out,
+            duration_s=round(result.duration_s, 4),
+            rpc_calls=result.rpc_calls,
         )
         return result
 
@@ -188,23 +225,40 @@ class Node:
         old = self.history.turns_to_condense()
         digest = "\n\n".join(f"[{m['role']}]\n{str(m['content'])[:4000]}" for m in old)
         ask = [
-            {"role": "system", "content": "You condense the working notes of an agent exploring data with code."},
-            {"role": "user", "content": (
-                f"Question being worked on: {self.question}\n\nPrevious summary:\n{self.history.summary or '(none)'}"
-                f"\n\nNew turns:\n{digest}\n\nWrite a concise running summary: key findings, numbers, variable "
-                "names holding results, and what remains to do."
-            )},
+            {
+                "role": "system",
+                "content": "You condense the working notes of an agent exploring data with code.",
+            },
+            {
+                "role": "user",
+                "content": (
+                    f"Question being worked on: {self.question}\n\nPrevious summary:\n{self.history.summary or '(none)'}"
+                    f"\n\nNew turns:\n{digest}\n\nWrite a concise running summary: key findings, numbers, variable "
+                    "names holding results, and what remains to do."
+                ),
+            },
         ]
         summary: str | None = None
         try:
-            summary = (await self.state.call_model(
-                self.lm, ask, depth=self.depth, parent_id=self.id, purpose="compaction", iteration=self.iteration
-            )).text
+            summary = (
+                await self.state.call_model(
+                    self.lm,
+                    ask,
+                    depth=self.depth,
+                    parent_id=self.id,
+                    purpose="compaction",
+                    iteration=self.iteration,
+                )
+            ).text
         except (BudgetExhausted, ModelError) as exc:
             self.emit("error", message=f"compaction summary skipped: {exc}", recoverable=True)
         self.history.compact(summary)
-        self.emit("compaction", iteration=self.iteration, condensed_upto=self.history.compacted_upto,
-                  view_tokens=self.history.view_tokens())
+        self.emit(
+            "compaction",
+            iteration=self.iteration,
+            condensed_upto=self.history.compacted_upto,
+            view_tokens=self.history.view_tokens(),
+        )
 
     async def _forced_final(self, reason: str) -> NodeResult:
         self.emit("limit", reason=reason, iteration=self.iteration)
@@ -230,9 +284,13 @@ class Node:
         return await self._forced_final("timeout")
 
     def _finish(self, answer: Any, stopped_by: str, error: str | None = None) -> NodeResult:
-        self.emit("final", stopped_by=stopped_by, iteration=self.iteration,
-                  answer=excerpt(answer_text(answer), self.state.excerpt_chars) if answer is not None else None,
-                  error=error)
+        self.emit(
+            "final",
+            stopped_by=stopped_by,
+            iteration=self.iteration,
+            answer=excerpt(answer_text(answer), self.state.excerpt_chars) if answer is not None else None,
+            error=error,
+        )
         return NodeResult(answer, stopped_by, self.iteration, error)
 
     def _error(self, message: str) -> NodeResult:
@@ -244,25 +302,35 @@ class Node:
         if self.state.limits.max_depth == 0:
             raise RLMError(f"{method} is disabled in this run (max_depth=0): no sub-calls are allowed")
         if method == "llm_query":
-            return await self._sub_call(as_prompt(params.get("prompt")), params.get("model"), exec_id, batched=False)
+            return await self._sub_call(
+                as_prompt(params.get("prompt")), params.get("model"), exec_id, batched=False
+            )
         if method == "llm_query_batched":
             prompts_ = as_prompts(params.get("prompts"))
-            return list(await asyncio.gather(
-                *(self._sub_call(p, params.get("model"), exec_id, batched=True) for p in prompts_)
-            ))
+            return list(
+                await asyncio.gather(
+                    *(self._sub_call(p, params.get("model"), exec_id, batched=True) for p in prompts_)
+                )
+            )
         if method == "rlm_query":
-            return await self._rlm(as_prompt(params.get("prompt")), params.get("context"), exec_id, batched=False)
+            return await self._rlm(
+                as_prompt(params.get("prompt")), params.get("context"), exec_id, batched=False
+            )
         if method == "rlm_query_batched":
             prompts_ = as_prompts(params.get("prompts"))
             contexts = params.get("contexts") or [None] * len(prompts_)
             if not isinstance(contexts, list) or len(contexts) != len(prompts_):
                 raise RLMError("rlm_query_batched: contexts must be a list as long as prompts")
-            return list(await asyncio.gather(
-                *(self._rlm(p, c, exec_id, batched=True) for p, c in zip(prompts_, contexts))
-            ))
+            return list(
+                await asyncio.gather(
+                    *(self._rlm(p, c, exec_id, batched=True) for p, c in zip(prompts_, contexts, strict=True))
+                )
+            )
         raise RLMError(f"unknown REPL request {method!r}")
 
-    async def _sub_call(self, prompt: str, model: Any, parent_id: str, *, batched: bool, purpose: str = "llm_query") -> str:
+    async def _sub_call(
+        self, prompt: str, model: Any, parent_id: str, *, batched: bool, purpose: str = "llm_query"
+    ) -> str:
         lm = self.state.models.named(str(model)) if model else self.sub_lm
         window = self.state.models.window(lm)
         try:
@@ -272,7 +340,11 @@ class Node:
                     f"(about {window:,} tokens); split it into smaller chunks"
                 )
             response = await self.state.call_model(
-                lm, [{"role": "user", "content": prompt}], depth=self.depth + 1, parent_id=parent_id, purpose=purpose
+                lm,
+                [{"role": "user", "content": prompt}],
+                depth=self.depth + 1,
+                parent_id=parent_id,
+                purpose=purpose,
             )
             return response.text
         except RLMError as exc:
@@ -283,9 +355,13 @@ class Node:
     async def _rlm(self, prompt: str, context: Any, parent_id: str, *, batched: bool) -> str:
         max_depth = self.state.limits.max_depth
         if self.depth + 1 >= max_depth:
-            self.emit("fallback", parent_id=parent_id, reason=(
-                f"rlm_query at depth {self.depth} with max_depth={max_depth} runs as a plain llm_query"
-            ))
+            self.emit(
+                "fallback",
+                parent_id=parent_id,
+                reason=(
+                    f"rlm_query at depth {self.depth} with max_depth={max_depth} runs as a plain llm_query"
+                ),
+            )
             if context is not None:
                 prompt = f"{prompt}\n\nContext:\n{context if isinstance(context, str) else json.dumps(context, default=str)}"
             return await self._sub_call(prompt, None, parent_id, batched=batched, purpose="fallback")
@@ -294,11 +370,20 @@ class Node:
         else:
             payload, meta = ContextPayload.of(context), describe(context)
         async with self.children:
-            child = Node(self.state, depth=self.depth + 1, question=prompt, payload=payload, meta=meta,
-                         parent_id=parent_id, record_type="child_start")
+            child = Node(
+                self.state,
+                depth=self.depth + 1,
+                question=prompt,
+                payload=payload,
+                meta=meta,
+                parent_id=parent_id,
+                record_type="child_start",
+            )
             result = await child.run()
         if result.answer is None:
-            return f"[rlm_query error] the child run ended by {result.stopped_by}: {result.error or 'no answer'}"
+            return (
+                f"[rlm_query error] the child run ended by {result.stopped_by}: {result.error or 'no answer'}"
+            )
         return answer_text(result.answer)
 
 

@@ -12,8 +12,16 @@ from typing import Any
 from rlmx.engine.events import Emitter, excerpt
 from rlmx.engine.ledger import Ledger
 from rlmx.errors import ModelError, RLMError
-from rlmx.lm.base import LM, CallSettings, LMResponse, Message, Usage, context_window_for, estimate_message_tokens
 from rlmx.limits import HistorySettings, Limits
+from rlmx.lm.base import (
+    LM,
+    CallSettings,
+    LMResponse,
+    Message,
+    Usage,
+    context_window_for,
+    estimate_message_tokens,
+)
 from rlmx.sandbox.base import Sandbox, SandboxSettings
 
 Pricer = Callable[[str, Usage], "float | None"]

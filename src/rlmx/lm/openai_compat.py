@@ -90,7 +90,10 @@ class OpenAICompatLM:
         loop_id = id(asyncio.get_running_loop())
         if loop_id not in self._per_loop:
             client = openai.AsyncOpenAI(
-                api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s,
+                api_key=self.api_key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self.timeout_s,
                 default_headers=self.default_headers,
             )
             self._per_loop = {loop_id: (client, asyncio.Semaphore(self.concurrency))}
@@ -107,8 +110,13 @@ class OpenAICompatLM:
             except TransientModelError as exc:
                 errors.append(str(exc))
                 retry_after = exc.retry_after
-            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                    openai.APIConnectionError, openai.APIResponseValidationError) as exc:
+            except (
+                openai.RateLimitError,
+                openai.InternalServerError,
+                openai.APITimeoutError,
+                openai.APIConnectionError,
+                openai.APIResponseValidationError,
+            ) as exc:
                 errors.append(f"{type(exc).__name__}: {str(exc)[:300]}")
                 retry_after = _retry_after(exc)
             except openai.APIStatusError as exc:
@@ -117,7 +125,9 @@ class OpenAICompatLM:
                     retry_after = _retry_after(exc)
                 else:
                     raise ModelError(
-                        f"{self.name}: HTTP {exc.status_code}: {str(exc)[:500]}", attempts=attempt, status=exc.status_code
+                        f"{self.name}: HTTP {exc.status_code}: {str(exc)[:500]}",
+                        attempts=attempt,
+                        status=exc.status_code,
                     ) from exc
             if attempt < self.retry.max_attempts:
                 await asyncio.sleep(self.retry.delay(attempt, retry_after))
@@ -127,7 +137,12 @@ class OpenAICompatLM:
         )
 
     async def _once(
-        self, client: openai.AsyncOpenAI, messages: list[Message], settings: CallSettings, attempt: int, errors: list[str]
+        self,
+        client: openai.AsyncOpenAI,
+        messages: list[Message],
+        settings: CallSettings,
+        attempt: int,
+        errors: list[str],
     ) -> LMResponse:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
         if settings.max_output_tokens:
@@ -148,7 +163,11 @@ class OpenAICompatLM:
         if not isinstance(text, str) or not text.strip():
             raise TransientModelError("empty reply")
         return LMResponse(
-            text=text, usage=usage_of(completion.usage), model=self.name, attempts=attempt, attempt_errors=tuple(errors)
+            text=text,
+            usage=usage_of(completion.usage),
+            model=self.name,
+            attempts=attempt,
+            attempt_errors=tuple(errors),
         )
 
 

@@ -168,7 +168,9 @@ class ProcessSandbox:
         exec_id = self.next_id
         self.history.extend(history_append or [])
         started = time.monotonic()
-        await self._send({"type": wire.EXEC, "id": exec_id, "code": code, "history_append": history_append or []})
+        await self._send(
+            {"type": wire.EXEC, "id": exec_id, "code": code, "history_append": history_append or []}
+        )
         budget, used, rpc_calls = self.settings.cell_timeout_s, 0.0, 0
         active: dict[int, asyncio.Task[None]] = {}
         try:
@@ -206,7 +208,11 @@ class ProcessSandbox:
                 kind = item["type"]
                 if kind == wire.RPC:
                     rid = item.get("id")
-                    if not isinstance(rid, int) or rid in active or item.get("method") not in wire.RPC_METHODS:
+                    if (
+                        not isinstance(rid, int)
+                        or rid in active
+                        or item.get("method") not in wire.RPC_METHODS
+                    ):
                         raise ProtocolViolation(f"REPL worker sent a bad request: {str(item)[:200]}")
                     rpc_calls += 1
                     active[rid] = asyncio.create_task(self._answer(rid, item, rpc))
@@ -250,6 +256,10 @@ class ProcessSandbox:
         self.next_id += 1
         await self._send({"type": wire.GET_VAR, "id": self.next_id, "name": name})
         item = await asyncio.wait_for(self.frames.get(), self.settings.cell_timeout_s)
-        if not isinstance(item, dict) or item.get("type") != wire.VAR_RESULT or item.get("id") != self.next_id:
+        if (
+            not isinstance(item, dict)
+            or item.get("type") != wire.VAR_RESULT
+            or item.get("id") != self.next_id
+        ):
             raise ProtocolViolation(f"REPL worker answered get_var with {str(item)[:200]}")
         return item

@@ -71,22 +71,14 @@ class CappedWriter:
     def render(self) -> str:
         head = "".join(self.head)
         tail = "".join(self.tail)
-        if self.total <= 2 * self.limit and self.total == len(head) + len(tail):
+        if self.total <= self.limit:
             return head + tail
-        tail = tail[-self.limit // 2 :] if self.limit else ""
-        head = head[: self.limit - len(tail)]
-        omitted = self.total - len(head) - len(tail)
-        return f"{head}\n[{omitted} characters omitted]\n{tail}"
-
-
-def truncate(text: str, limit: int) -> str:
-    """Head + tail with an "[N characters omitted]" marker when text is longer than limit."""
-    if len(text) <= limit:
-        return text
-    tail_len = limit // 2
-    head_len = limit - tail_len
-    omitted = len(text) - head_len - tail_len
-    return f"{text[:head_len]}\n[{omitted} characters omitted]\n{text[len(text) - tail_len :]}"
+        whole = head + tail if self.total == len(head) + len(tail) else None
+        tail_len = self.limit // 2
+        head_len = self.limit - tail_len
+        tail_text = (whole if whole is not None else tail)[-tail_len:] if tail_len else ""
+        omitted = self.total - head_len - len(tail_text)
+        return f"{head[:head_len]}\n[{omitted} characters omitted]\n{tail_text}"
 
 
 class Worker:
@@ -149,14 +141,14 @@ class Worker:
         return [str(r) for r in self.rpc("rlm_query_batched", {"prompts": items, "contexts": ctxs})]
 
     # --- FINAL ---------------------------------------------------------------------------------
-    def FINAL(self, value: Any) -> None:  # noqa: N802 - the name the model knows
+    def FINAL(self, value: Any) -> None:
         self.final = {"kind": "final", "text": value if isinstance(value, str) else str(value)}
 
-    def FINAL_VAR(self, name: Any) -> None:  # noqa: N802
+    def FINAL_VAR(self, name: Any) -> None:
         value = self.ns[name] if isinstance(name, str) and name in self.ns else name
         self.final = {"kind": "final_var", **encode_value(value)}
 
-    def SHOW_VARS(self) -> None:  # noqa: N802
+    def SHOW_VARS(self) -> None:
         rows = []
         for key, value in self.ns.items():
             if key.startswith("_") or key in RESERVED or type(value).__name__ == "module":
@@ -219,8 +211,8 @@ class Worker:
         finally:
             self.in_cell = False
             sys.stdout, sys.stderr = saved
-        output = out.render() + self._fd_output()
-        return {"output": truncate(output, self.output_chars), "error": error, "final": self.final}
+        out.write(self._fd_output())
+        return {"output": out.render(), "error": error, "final": self.final}
 
     def _fd_output(self) -> str:
         """What the cell's code (or its subprocesses) wrote straight to file descriptors 1 and 2."""

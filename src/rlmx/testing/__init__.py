@@ -23,4 +23,12 @@ def forbid_real_providers(enabled: bool = True) -> None:
         os.environ.pop(FORBID_ENV, None)
 
 
-__all__ = ["Fault", "FunctionLM", "Reply", "ScriptedRequest", "ScriptedServer", "forbid_real_providers", "random_faults"]
+__all__ = [
+    "Fault",
+    "FunctionLM",
+    "Reply",
+    "ScriptedRequest",
+    "ScriptedServer",
+    "forbid_real_providers",
+    "random_faults",
+]
