@@ -118,6 +118,25 @@ def ask(
 state: dict[str, Any] = {"debug": False}
 
 
+def _register_commands() -> None:
+    import importlib
+
+    from rlmx.commands import COMMAND_MODULES
+
+    for name in COMMAND_MODULES:
+        module_name = f"rlmx.commands.{name}"
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue  # that command is not part of this build
+            raise
+        module.register(app)
+
+
+_register_commands()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: one clear line per error, the contract's exit codes."""
     args = sys.argv[1:] if argv is None else argv
