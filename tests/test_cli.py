@@ -115,7 +115,7 @@ def test_exit_code_1_on_a_run_error() -> None:
 @pytest.mark.parametrize(
     ("args", "env", "expected"),
     [
-        (["ask", "q"], {}, "no model configured"),
+        (["ask", "q", "--base-url", "http://127.0.0.1:9/v1"], {}, "needs a model name too"),
         (["ask", "q", "--model", "nope:x"], {}, "unknown provider 'nope'"),
         (["ask", "q", "--model", "openai:gpt-5-mini"], {}, "no API key for openai:gpt-5-mini"),
         (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,10 +12,6 @@ import typer
 from rlmx.errors import ConfigError, RLMError
 
 EXIT_OK, EXIT_RUN_ERROR, EXIT_USAGE, EXIT_LIMIT = 0, 1, 2, 3
-NO_MODEL = (
-    "no model configured: pass --model PROVIDER:MODEL (e.g. --model openai:gpt-5-mini with OPENAI_API_KEY set), "
-    "or set RLMX_MODEL; for a local OpenAI-compatible server use --model openai:NAME --base-url http://127.0.0.1:8080/v1"
-)
 
 app = typer.Typer(
     add_completion=False,
@@ -38,62 +33,115 @@ def ask(
         list[str], typer.Option("--context", "-c", help="A file, folder or '-' for stdin; repeatable.")
     ] = [],  # noqa: B006
     model: Annotated[
-        str | None, typer.Option(help="Root model, provider:model (default: $RLMX_MODEL).")
+        str | None,
+        typer.Option(
+            help="Root model, provider:model (default: $RLMX_MODEL, the config file, a provider whose key "
+            "is set, else the embedded demo model)."
+        ),
     ] = None,
     sub_model: Annotated[
         str | None, typer.Option(help="Model for sub-calls and child RLMs (default: the root model).")
     ] = None,
     base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")] = None,
-    max_depth: Annotated[int, typer.Option(help="0: no sub-calls; 1: plain sub-calls; 2+: child RLMs.")] = 1,
-    max_iterations: Annotated[int, typer.Option(help="Turns per RLM.")] = 30,
+    depth_model: Annotated[
+        list[str], typer.Option(help="Model for one depth, DEPTH=PROVIDER:MODEL; repeatable.")
+    ] = [],  # noqa: B006
+    max_depth: Annotated[
+        int | None, typer.Option(help="0: no sub-calls; 1: plain sub-calls; 2+: child RLMs. [default: 1]")
+    ] = None,
+    max_iterations: Annotated[int | None, typer.Option(help="Turns per RLM. [default: 30]")] = None,
     max_llm_calls: Annotated[
-        int, typer.Option(help="Model calls for the whole run (one is kept for the final answer).")
-    ] = 200,
+        int | None,
+        typer.Option(help="Model calls for the whole run (one is kept for the final answer). [default: 200]"),
+    ] = None,
     max_total_tokens: Annotated[int | None, typer.Option(help="Tokens for the whole run.")] = None,
     max_output_tokens: Annotated[int | None, typer.Option(help="Output cap per call.")] = None,
+    max_cost_usd: Annotated[
+        float | None,
+        typer.Option(help="USD for the whole run, enforced before each call from a worst-case estimate."),
+    ] = None,
+    price: Annotated[
+        list[str],
+        typer.Option(help="Price of a model, MODEL=IN,OUT in USD per million tokens; repeatable."),
+    ] = [],  # noqa: B006
+    allow_unknown_price: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unknown-price", help="With --max-cost-usd: run even if a model has no known price."
+        ),
+    ] = False,
     timeout: Annotated[float | None, typer.Option(help="Seconds for the whole run.")] = None,
-    concurrency: Annotated[int, typer.Option(help="Concurrent requests per model.")] = 32,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Concurrent requests per model. [default: 64]")
+    ] = None,
+    cache: Annotated[
+        bool, typer.Option("--cache", help="Answer repeated model requests from a local SQLite cache.")
+    ] = False,
+    config_file: Annotated[
+        Path | None, typer.Option("--config", help="A config file read after ./rlmx.toml (TOML).")
+    ] = None,
     trace: Annotated[
         Path | None, typer.Option(help="Write the trace here (default: a new file in the state dir).")
     ] = None,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write a trace.")] = False,
+    trace_full: Annotated[
+        bool, typer.Option("--trace-full", help="Keep whole message texts in the trace (default: excerpts).")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
+    output_schema: Annotated[
+        Path | None,
+        typer.Option(help="A JSON schema file the answer must match (it is validated; printed as JSON)."),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Answer QUESTION about the given context with a Recursive Language Model."""
+    from rlmx.config import choose_models, load_config, parse_depth_models, resolve_models
     from rlmx.context.loaders import load_contexts
-    from rlmx.engine.events import ProgressLines
-    from rlmx.limits import Limits
-    from rlmx.lm.registry import ModelOptions
+    from rlmx.engine.progress import progress_sink
+    from rlmx.pricing import Pricing, parse_price_specs
     from rlmx.rlm import RLM
 
     state["debug"] = debug
-    model = model or os.environ.get("RLMX_MODEL")
-    sub_model = sub_model or os.environ.get("RLMX_SUB_MODEL")
-    if not model:
-        raise ConfigError(NO_MODEL)
+    cfg = load_config(config_file)
+    choice = choose_models(model, sub_model, cfg, base_url=base_url)
     try:
-        limits = Limits(
+        limits = cfg.make_limits(
             max_depth=max_depth,
             max_iterations=max_iterations,
             max_llm_calls=max_llm_calls,
             max_total_tokens=max_total_tokens,
             max_output_tokens=max_output_tokens,
+            max_cost_usd=max_cost_usd,
             timeout_s=timeout,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     ctx = load_contexts(context)
+    output = None
+    if output_schema is not None:
+        from rlmx.typed import load_schema_file
+
+        output = load_schema_file(str(output_schema))
+    if choice.note:
+        sys.stderr.write(choice.note + "\n")  # once per run, even with --quiet: it explains the answer
+    models = resolve_models(
+        cfg, choice, parse_depth_models(depth_model), base_url=base_url, concurrency=concurrency
+    )
     rlm = RLM(
-        model,
-        sub_model=sub_model,
+        models.root,
+        sub_model=models.sub,
+        models_by_depth=dict(models.by_depth),
+        cache=(cfg.cache_path or True) if (cache or cfg.cache_enabled) else None,
         limits=limits,
         trace=False if no_trace else (trace or True),
-        model_options=ModelOptions(base_url=base_url, concurrency=concurrency),
-        on_event=None if quiet else ProgressLines(sys.stderr),
+        pricer=Pricing({**cfg.prices, **parse_price_specs(price)}),
+        allow_unpriced=allow_unknown_price,
+        excerpt_chars=0 if trace_full else 2_000,
     )
-    result = rlm.run(question, ctx)
+    with progress_sink(sys.stderr, quiet=quiet) as sink:
+        rlm.on_event = sink
+        result = rlm.run(question, ctx, output=output)
     if as_json:
         out: dict[str, Any] = result.to_dict()
         typer.echo(json.dumps(out, ensure_ascii=False))

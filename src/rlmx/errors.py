@@ -14,10 +14,18 @@ class ConfigError(RLMError):
 class ModelError(RLMError):
     """A model call failed for good (after its retries)."""
 
-    def __init__(self, message: str, *, attempts: int = 1, status: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int = 1,
+        status: int | None = None,
+        attempt_errors: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(message)
         self.attempts = attempts
         self.status = status
+        self.attempt_errors = attempt_errors  # the error of every failed attempt, in order
 
 
 class TransientModelError(ModelError):

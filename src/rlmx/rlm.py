@@ -20,8 +20,10 @@ from rlmx.engine.state import Models, Pricer, RunState
 from rlmx.errors import ConfigError
 from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import LM
+from rlmx.lm.cache import ResponseCache, open_cache, with_cache
 from rlmx.lm.registry import ModelOptions, resolve_model
 from rlmx.sandbox.base import ContextPayload, Sandbox, SandboxSettings
+from rlmx.typed import OutputSpec
 
 TraceOption = "bool | str | Path | None"
 
@@ -38,6 +40,7 @@ class RunResult:
     elapsed_s: float
     error: str | None = None
     run_id: str = ""
+    parsed: Any = None  # the typed answer (a pydantic object, or the JSON value) when `output` was given
 
     @property
     def ok(self) -> bool:
@@ -80,23 +83,35 @@ class RLM:
     history: HistorySettings = field(default_factory=HistorySettings)
     models_by_depth: dict[int, str | LM] = field(default_factory=dict)
     model_options: ModelOptions = field(default_factory=ModelOptions)
-    pricer: Pricer | None = None
+    pricer: Pricer | None = None  # None: genai-prices; Pricing(overrides) adds prices (rlmx.pricing)
     on_event: Sink | list[Sink] | None = None
-    excerpt_chars: int = 2_000
+    excerpt_chars: int = 2_000  # cap of message excerpts in the trace; 0 keeps whole texts (--trace-full)
+    allow_unpriced: bool = False  # with max_cost_usd: run even when a model has no known price
+    cache: ResponseCache | str | Path | bool | None = None  # True: the default file; a path; a ResponseCache
 
     def __post_init__(self) -> None:
-        root = resolve_model(self.model, self.model_options)
-        sub = resolve_model(self.sub_model, self.model_options) if self.sub_model is not None else root
-        by_depth = {int(d): resolve_model(m, self.model_options) for d, m in self.models_by_depth.items()}
+        cache = self.cache if isinstance(self.cache, ResponseCache) else open_cache(self.cache)
+        resolved: dict[str, LM] = {}  # one LM object per model string: one concurrency limit per model
+
+        def lm(spec: str | LM) -> LM:
+            if not isinstance(spec, str):
+                return with_cache(spec, cache)
+            if spec not in resolved:
+                resolved[spec] = with_cache(resolve_model(spec, self.model_options), cache)
+            return resolved[spec]
+
+        root = lm(self.model)
+        sub = lm(self.sub_model) if self.sub_model is not None else root
+        by_depth = {int(d): lm(m) for d, m in self.models_by_depth.items()}
         self._models = Models(root=root, sub=sub, by_depth=by_depth)
         self._sandbox_factory = make_sandbox_factory(self.sandbox)
 
-    def run(self, question: str, context: Any = None) -> RunResult:
+    def run(self, question: str, context: Any = None, *, output: Any = None) -> RunResult:
         """Synchronous wrapper around `arun`."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arun(question, context))
+            return asyncio.run(self.arun(question, context, output=output))
         raise RuntimeError("RLM.run() was called inside a running event loop; use `await rlm.arun(...)`")
 
     def _trace_path(self, run_id: str) -> Path | None:
@@ -107,11 +122,23 @@ class RLM:
             return default_trace_dir() / f"{stamp}-{run_id}.jsonl"
         return Path(self.trace)
 
-    async def arun(self, question: str, context: Any = None, *, context_note: str | None = None) -> RunResult:
+    async def arun(
+        self,
+        question: str,
+        context: Any = None,
+        *,
+        context_note: str | None = None,
+        output: Any = None,
+        run_id: str | None = None,
+    ) -> RunResult:
+        """Answer `question` about `context`. `output`: a pydantic type, a JSON schema dict or an
+        `rlmx.typed.OutputSpec`; the answer is then validated (see rlmx.typed) and parsed into `.parsed`."""
         if not isinstance(question, str) or not question.strip():
             raise ConfigError("the question must be a non-empty string")
+        output_spec = OutputSpec.of(output)
+        pricer, unpriced = self._pricer()
         started = time.monotonic()
-        run_id = uuid.uuid4().hex[:12]
+        run_id = run_id or uuid.uuid4().hex[:12]  # a server may choose it, to name the run before it starts
         trace_path = self._trace_path(run_id)
         sinks: list[Sink] = []
         writer = TraceWriter(trace_path) if trace_path else None
@@ -129,12 +156,18 @@ class RLM:
             sandbox_factory=self._sandbox_factory,
             sandbox_settings=self.sandbox,
             history_settings=self.history,
-            pricer=self.pricer,
+            pricer=pricer,
             excerpt_chars=self.excerpt_chars,
         )
         meta = describe(context, note=context_note)
         root = Node(
-            state, depth=0, question=question, payload=ContextPayload.of(context), meta=meta, parent_id=None
+            state,
+            depth=0,
+            question=question,
+            payload=ContextPayload.of(context),
+            meta=meta,
+            parent_id=None,
+            output=output_spec,
         )
         emitter.emit(
             "run_start",
@@ -142,13 +175,16 @@ class RLM:
             parent_id=None,
             depth=0,
             run_id=run_id,
-            question=excerpt(question),
+            question=excerpt(question, self.excerpt_chars),
+            unpriced_models=unpriced,
+            warnings=budget_warnings(unpriced, self.limits),
             model=self._models.root.name,
             sub_model=self._models.sub.name,
             limits=vars(self.limits),
             sandbox=vars(self.sandbox),
             context_meta=meta,
             prompt_version=SYSTEM_PROMPT_VERSION,
+            output_schema=output_spec.schema if output_spec else None,
         )
         try:
             result = await self._run_root(root, ledger)
@@ -159,7 +195,9 @@ class RLM:
                 depth=0,
                 stopped_by=result.stopped_by,
                 iterations=result.iterations,
-                answer=excerpt(answer_text(result.answer)) if result.answer is not None else None,
+                answer=excerpt(answer_text(result.answer), self.excerpt_chars)
+                if result.answer is not None
+                else None,
                 error=result.error,
                 usage=usage,
                 elapsed_s=round(time.monotonic() - started, 3),
@@ -176,7 +214,21 @@ class RLM:
             elapsed_s=time.monotonic() - started,
             error=result.error,
             run_id=run_id,
+            parsed=result.parsed,
         )
+
+    def _pricer(self) -> tuple[Pricer, list[str]]:
+        """The run's pricer and the models it cannot price. Under `max_cost_usd` an unpriced model means
+        the budget cannot be enforced: refused unless `allow_unpriced`."""
+        from rlmx.pricing import default_pricing, is_priced
+
+        pricer = self.pricer if self.pricer is not None else default_pricing()
+        models = (self._models.root, self._models.sub, *self._models.by_depth.values())
+        names = dict.fromkeys(lm.name for lm in models)
+        unpriced = [name for name in names if not is_priced(pricer, name)]
+        if unpriced and self.limits.max_cost_usd is not None and not self.allow_unpriced:
+            raise ConfigError(unpriced_warning(unpriced, self.limits, refused=True))
+        return pricer, unpriced
 
     async def _run_root(self, root: Node, ledger: Ledger) -> NodeResult:
         remaining = ledger.remaining_s()
@@ -187,3 +239,20 @@ class RLM:
         except asyncio.TimeoutError:
             ledger.timed_out = True
         return await root.answer_after_timeout()
+
+
+def budget_warnings(unpriced: list[str], limits: Limits) -> list[str]:
+    return [unpriced_warning(unpriced, limits)] if unpriced and limits.max_cost_usd is not None else []
+
+
+def unpriced_warning(models: list[str], limits: Limits, *, refused: bool = False) -> str:
+    """One line: which models have no price, what that means for max_cost_usd, and how to fix it."""
+    names = ", ".join(models)
+    fix = f"give a price with --price {models[0]}=IN,OUT (USD per million tokens) or Pricing(overrides=...)"
+    if refused:
+        return (
+            f"max_cost_usd={limits.max_cost_usd} cannot be enforced: no price is known for {names}; {fix}, "
+            "or run anyway with --allow-unknown-price / allow_unpriced=True"
+        )
+    budget = limits.max_cost_usd
+    return f"no price is known for {names}: its calls are not counted against max_cost_usd={budget}"

@@ -1,1 +1,34 @@
-"""The context: loaders and the metadata the root model sees instead of the content."""
+"""The context: loaders, the `Context` type, the metadata the root model sees, and the pre-filter.
+
+Imports are lazy: the REPL worker imports `rlmx.context.payload` and nothing heavier.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "Context": "rlmx.context.context",
+    "LoadOptions": "rlmx.context.sources",
+    "Prefilter": "rlmx.context.prefilter",
+    "LoadedContext": "rlmx.context.payload",
+    "load_payload": "rlmx.context.payload",
+    "describe": "rlmx.context.metadata",
+}
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from rlmx.context.context import Context
+    from rlmx.context.metadata import describe
+    from rlmx.context.payload import LoadedContext, load_payload
+    from rlmx.context.prefilter import Prefilter
+    from rlmx.context.sources import LoadOptions
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlmx.context' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

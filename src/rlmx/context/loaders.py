@@ -1,56 +1,28 @@
-"""Turning what a user points at (text, files, folders, stdin) into the `context` value."""
+"""Turning what a user points at (text, files, folders, stdin) into a context, for the CLI and scripts.
+
+The work happens in `rlmx.context.context.Context` (the scan) and `rlmx.context.payload` (the reading);
+these are the short forms.
+"""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-from rlmx.errors import ConfigError
+from rlmx.context.context import Context
 
 
-def read_text_file(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read context file {path}: {exc.strerror or exc}") from exc
-    return data.decode("utf-8", errors="replace")
-
-
-def load_folder(root: Path) -> list[dict[str, Any]]:
-    docs = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        if any(part.startswith(".") for part in path.relative_to(root).parts):
-            continue
-        data = path.read_bytes()
-        if b"\x00" in data[:8192]:
-            continue  # binary
-        docs.append({"path": str(path.relative_to(root)), "text": data.decode("utf-8", errors="replace")})
-    return docs
-
-
-def load_one(spec: str) -> Any:
-    if spec == "-":
-        return sys.stdin.read()
-    path = Path(spec).expanduser()
-    if not path.exists():
-        raise ConfigError(f"context path not found: {spec}")
-    if path.is_dir():
-        return load_folder(path)
-    return read_text_file(path)
+def context_from_specs(
+    specs: Sequence[str], *, include: Sequence[str] = (), exclude: Sequence[str] = (), gitignore: bool = True
+) -> Context | None:
+    """A Context for `--context` arguments (files, folders, "-"), or None when there are none."""
+    if not specs:
+        return None
+    return Context.from_paths(list(specs), include=include, exclude=exclude, gitignore=gitignore)
 
 
 def load_contexts(specs: list[str]) -> Any:
-    """One input gives its value (a str for a file or stdin); several give a list; folders give documents."""
-    if not specs:
-        return None
-    values = [load_one(spec) for spec in specs]
-    if len(values) == 1:
-        return values[0]
-    out: list[Any] = []
-    for spec, value in zip(specs, values, strict=True):
-        if isinstance(value, list):
-            out.extend(value)
-        else:
-            out.append({"path": spec, "text": value} if spec != "-" else value)
-    return out
+    """The context value itself, read in this process: a str for one text file or stdin, records for
+    one JSONL/CSV file, a list of {"path", "text"} documents for folders and several inputs."""
+    context = context_from_specs(specs)
+    return None if context is None else context.load()

@@ -51,6 +51,9 @@ class Ledger:
     by_depth: dict[int, UsageTotals] = field(default_factory=dict)
     in_flight: int = 0
     timed_out: bool = False
+    spent_usd: float = 0.0  # known costs of made calls (unpriced calls add nothing)
+    reserved_usd: float = 0.0  # worst-case estimates of the calls in flight
+    final_reserve_usd: float = 0.0  # worst-case estimate of the forced final answer, kept back
 
     @property
     def deadline(self) -> float | None:
@@ -63,8 +66,16 @@ class Ledger:
     def tokens_used(self) -> int:
         return self.total.input_tokens + self.total.output_tokens
 
-    def exhausted(self, *, est_input_tokens: int = 0) -> str | None:
-        """The limit that forbids another ordinary call (one is kept for the forced final answer)."""
+    def cost_left(self) -> float | None:
+        """USD left under `max_cost_usd` after made calls and calls in flight; None without a budget."""
+        budget = self.limits.max_cost_usd
+        return None if budget is None else budget - self.spent_usd - self.reserved_usd
+
+    def exhausted(self, *, est_input_tokens: int = 0, est_cost_usd: float | None = None) -> str | None:
+        """The limit that forbids another ordinary call (one is kept for the forced final answer).
+
+        `est_cost_usd` is the call's worst-case cost (its input priced plus `max_output_tokens`); the call
+        must fit beside the calls in flight and the forced final answer's reserved estimate."""
         limits = self.limits
         if self.total.calls + self.in_flight >= limits.max_llm_calls - 1:
             return "max_llm_calls"
@@ -72,29 +83,46 @@ class Ledger:
             self.tokens_used() + est_input_tokens >= limits.max_total_tokens
         ):
             return "max_total_tokens"
+        left = self.cost_left()
+        if left is not None and est_cost_usd is not None and est_cost_usd + self.final_reserve_usd > left:
+            return "max_cost_usd"
         remaining = self.remaining_s()
         if self.timed_out or (remaining is not None and remaining <= 0):
             return "timeout"
         return None
 
-    def acquire(self, *, final: bool = False, est_input_tokens: int = 0) -> None:
-        """Take one call slot or raise BudgetExhausted. `final` may use the reserved last call."""
+    def acquire(
+        self, *, final: bool = False, est_input_tokens: int = 0, est_cost_usd: float | None = None
+    ) -> float:
+        """Take one call slot or raise BudgetExhausted. `final` may use the reserved last call (the
+        caller fits its output cap to `cost_left()`). Returns the USD reserved for the call."""
         if final:
             if self.total.calls + self.in_flight >= self.limits.max_llm_calls:
                 raise BudgetExhausted("max_llm_calls", "no model call left, not even for the final answer")
+            left = self.cost_left()
+            if left is not None and est_cost_usd is not None and est_cost_usd > left:
+                raise BudgetExhausted("max_cost_usd", "no budget left, not even for the final answer")
         else:
-            limit = self.exhausted(est_input_tokens=est_input_tokens)
+            limit = self.exhausted(est_input_tokens=est_input_tokens, est_cost_usd=est_cost_usd)
             if limit is not None:
                 raise BudgetExhausted(limit, budget_message(limit, self.limits))
         self.in_flight += 1
+        reserved = est_cost_usd or 0.0
+        self.reserved_usd += reserved
+        return reserved
 
-    def release(self) -> None:
+    def release(self, reserved_usd: float = 0.0) -> None:
         """Give back a slot whose call was never made (e.g. answered from a cache)."""
         self.in_flight -= 1
+        self.reserved_usd = max(0.0, self.reserved_usd - reserved_usd)
 
-    def record(self, model: str, depth: int, usage: Usage, cost: float | None) -> None:
+    def record(
+        self, model: str, depth: int, usage: Usage, cost: float | None, reserved_usd: float = 0.0
+    ) -> None:
         """Book a made call (successful or failed for good) against its slot."""
         self.in_flight -= 1
+        self.reserved_usd = max(0.0, self.reserved_usd - reserved_usd)
+        self.spent_usd += cost or 0.0
         self.total.add(usage, cost)
         self.by_model.setdefault(model, UsageTotals()).add(usage, cost)
         self.by_depth.setdefault(depth, UsageTotals()).add(usage, cost)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from rlmx.context.metadata import describe
@@ -16,6 +18,7 @@ from rlmx.engine.state import RunState
 from rlmx.errors import BudgetExhausted, ModelError, RLMError, SandboxError
 from rlmx.lm.base import estimate_tokens
 from rlmx.sandbox.base import ContextPayload, ExecResult
+from rlmx.typed import OutputSpec
 
 NO_ANSWER = object()
 
@@ -26,11 +29,14 @@ class NodeResult:
     stopped_by: str
     iterations: int
     error: str | None = None
+    parsed: Any = None  # the typed answer, when an output schema is set
 
 
 @dataclass
 class Final:
     answer: Any
+    parsed: Any = None
+    error: str | None = None  # set when the answer failed the output schema for good
 
 
 class Node:
@@ -45,8 +51,13 @@ class Node:
         parent_id: str | None,
         record_type: str = "run_start",
         node_id: str | None = None,
+        output: OutputSpec | None = None,
+        batch_id: str | None = None,
     ) -> None:
         self.state = state
+        self.batch_id = batch_id  # the batch (rlm_query_batched) this child belongs to
+        self.output = output  # the typed-answer schema (root only)
+        self.rejections = 0
         self.depth = depth
         self.question = question
         self.payload = payload
@@ -64,6 +75,7 @@ class Node:
         self.mirrored = 0  # messages already copied into the REPL's `history`
         self.logged = 0  # messages already written to the trace
         self.sandbox_alive = False
+        self.starting: asyncio.Future[None] | None = None  # the REPL's start, until code first needs it
         self.children = asyncio.Semaphore(state.limits.max_concurrent_children)
 
     def emit(self, type_: str, *, parent_id: str | None = None, **fields: Any) -> str:
@@ -79,10 +91,11 @@ class Node:
                 depth=self.depth,
                 question=excerpt(self.question, self.state.excerpt_chars),
                 model=self.lm.name,
+                batch_id=self.batch_id,
             )
         try:
-            await self.sandbox.start(self.payload)
-            self.sandbox_alive = True
+            # The REPL starts (and loads the context) while the first model call is in flight.
+            self.starting = asyncio.ensure_future(self.sandbox.start(self.payload))
             result = await self._turns()
         except SandboxError as exc:
             result = self._error(str(exc))
@@ -92,6 +105,11 @@ class Node:
             raise
         finally:
             self.sandbox_alive = False
+            if self.starting is not None:  # never needed (e.g. FINAL on the first turn): let it finish
+                await asyncio.wait([self.starting])
+                if not self.starting.cancelled() and self.starting.exception() is not None:
+                    self.emit("error", message=f"REPL start: {self.starting.exception()}", recoverable=True)
+                self.starting = None
             await self.sandbox.close()
         self._end(result)
         return result
@@ -117,6 +135,8 @@ class Node:
         system = prompts.system_prompt(
             depth=self.depth, limits=limits, sub_model=self.sub_lm.name, sub_window=sub_window
         )
+        if self.output is not None:
+            system = system.rstrip("\n") + "\n\n" + self.output.prompt()
         self.history.append({"role": "system", "content": system})
         self.history.append({"role": "user", "content": f"{self.meta}\n\nQuestion: {self.question}"})
         for iteration in range(1, limits.max_iterations + 1):
@@ -134,7 +154,8 @@ class Node:
             self.history.append({"role": "assistant", "content": reply})
             done = await self._act(reply)
             if done is not None:
-                return self._finish(done.answer, "final")
+                stopped_by = "final" if done.error is None else "error"
+                return self._finish(done.answer, stopped_by, done.error, parsed=done.parsed)
         return await self._forced_final("max_iterations")
 
     async def _call(
@@ -163,14 +184,18 @@ class Node:
     async def _act(self, reply: str) -> Final | None:
         parsed = parse_reply(reply)
         parts: list[str] = []
-        code_failed = False
+        code_failed = rejected = False
         for index, code in enumerate(parsed.code_blocks, 1):
             result = await self._exec(code)
             parts.append(format_result(index, len(parsed.code_blocks), result))
             code_failed = code_failed or result.error is not None
             if result.final is not None:
-                return Final(decode_final(result.final))
-        if parsed.final is not None:
+                done = self._accept(decode_final(result.final), parts)
+                if done is not None:
+                    return done
+                rejected = True
+                break
+        if parsed.final is not None and not rejected:
             if code_failed:
                 parts.append(
                     f"Your {parsed.final.kind.upper()}(...) was not accepted because your code failed; fix it first."
@@ -178,8 +203,11 @@ class Node:
             else:
                 answer, problem = await self._resolve(parsed.final)
                 if problem is None:
-                    return Final(answer)
-                parts.append(problem)
+                    done = self._accept(answer, parts)
+                    if done is not None:
+                        return done
+                else:
+                    parts.append(problem)
         if not parsed.code_blocks and parsed.final is None:
             parts.append(prompts.NO_CODE)
         left = self.state.limits.max_llm_calls - self.state.ledger.total.calls - self.state.ledger.in_flight
@@ -187,20 +215,36 @@ class Node:
         self.history.append({"role": "user", "content": header + "\n" + "\n\n".join(parts)})
         return None
 
+    def _accept(self, answer: Any, parts: list[str]) -> Final | None:
+        """A FINAL value, checked against the output schema; None (and feedback in `parts`) when rejected."""
+        if self.output is None:
+            return Final(answer)
+        verdict = self.output.check(answer)
+        if verdict.ok:
+            return Final(verdict.value, verdict.parsed)
+        self.rejections += 1
+        self.emit("output_rejected", iteration=self.iteration, attempt=self.rejections, errors=verdict.errors)
+        if self.rejections > self.output.max_retries:
+            return Final(answer, error=self.output.failure(verdict, self.rejections, answer))
+        parts.append(self.output.feedback(verdict, self.output.max_retries - self.rejections + 1))
+        return None
+
     async def _exec(self, code: str) -> ExecResult:
         append = self.history.messages[self.mirrored :]
         self.mirrored = len(self.history.messages)
         exec_id = self.state.emitter.new_id()
+        self.emit("exec_start", exec_id=exec_id, iteration=self.iteration, code=excerpt(code, 400))
 
         async def rpc(method: str, params: dict[str, Any]) -> Any:
             return await self._rpc(method, params, exec_id)
 
+        await self._ready()
         result = await self.sandbox.execute(code, rpc, append)
         self.emit(
             "exec",
             id_=exec_id,
             iteration=self.iteration,
-            code=excerpt(code, 20_000),
+            code=excerpt(code, 20_000 if self.state.excerpt_chars else 0),
             output=excerpt(result.output, self.state.excerpt_chars),
             error=result.error,
             final=result.final is not None,
@@ -211,9 +255,17 @@ class Node:
         )
         return result
 
+    async def _ready(self) -> None:
+        """Wait for the REPL started beside the first model call; a failed start raises SandboxError."""
+        if self.starting is not None:
+            starting, self.starting = self.starting, None
+            await starting
+            self.sandbox_alive = True
+
     async def _resolve(self, final: FinalLine) -> tuple[Any, str | None]:
         if final.kind == "final":
             return final.arg, None
+        await self._ready()
         if not self.sandbox_alive:
             return None, "FINAL_VAR cannot be read: the REPL is not running"
         reply = await self.sandbox.get_var(final.arg)
@@ -277,13 +329,20 @@ class Node:
             answer, problem = await self._resolve(parsed.final)
             if problem is not None:
                 answer = reply.strip()
+        if self.output is not None:  # no corrections left at a limit: the answer matches or it is reported
+            verdict = self.output.check(answer)
+            if not verdict.ok:
+                return self._finish(answer, reason, self.output.failure(verdict, self.rejections + 1, answer))
+            return self._finish(verdict.value, reason, parsed=verdict.parsed)
         return self._finish(answer, reason)
 
     async def answer_after_timeout(self) -> NodeResult:
         """The run's time is up and its REPL is gone: one bounded call for an answer from the history."""
         return await self._forced_final("timeout")
 
-    def _finish(self, answer: Any, stopped_by: str, error: str | None = None) -> NodeResult:
+    def _finish(
+        self, answer: Any, stopped_by: str, error: str | None = None, *, parsed: Any = None
+    ) -> NodeResult:
         self.emit(
             "final",
             stopped_by=stopped_by,
@@ -291,7 +350,7 @@ class Node:
             answer=excerpt(answer_text(answer), self.state.excerpt_chars) if answer is not None else None,
             error=error,
         )
-        return NodeResult(answer, stopped_by, self.iteration, error)
+        return NodeResult(answer, stopped_by, self.iteration, error, parsed)
 
     def _error(self, message: str) -> NodeResult:
         self.emit("error", message=message, iteration=self.iteration)
@@ -307,10 +366,11 @@ class Node:
             )
         if method == "llm_query_batched":
             prompts_ = as_prompts(params.get("prompts"))
-            return list(
-                await asyncio.gather(
-                    *(self._sub_call(p, params.get("model"), exec_id, batched=True) for p in prompts_)
-                )
+            model = params.get("model")
+            return await self._batch(
+                method,
+                exec_id,
+                [partial(self._sub_call, p, model, exec_id, batched=True) for p in prompts_],
             )
         if method == "rlm_query":
             return await self._rlm(
@@ -321,15 +381,38 @@ class Node:
             contexts = params.get("contexts") or [None] * len(prompts_)
             if not isinstance(contexts, list) or len(contexts) != len(prompts_):
                 raise RLMError("rlm_query_batched: contexts must be a list as long as prompts")
-            return list(
-                await asyncio.gather(
-                    *(self._rlm(p, c, exec_id, batched=True) for p, c in zip(prompts_, contexts, strict=True))
-                )
+            return await self._batch(
+                method,
+                exec_id,
+                [
+                    partial(self._rlm, p, c, exec_id, batched=True)
+                    for p, c in zip(prompts_, contexts, strict=True)
+                ],
             )
         raise RLMError(f"unknown REPL request {method!r}")
 
+    async def _batch(
+        self, method: str, exec_id: str, calls: list[Callable[..., Awaitable[str]]]
+    ) -> list[str]:
+        """One batched request: its calls run concurrently between `batch_start` and `batch_end` records,
+        and each of their records carries `batch_id` (for progress counters and the viewer)."""
+        batch_id = self.emit("batch_start", parent_id=exec_id, method=method, n=len(calls))
+        results = list(await asyncio.gather(*(call(batch_id=batch_id) for call in calls)))
+        errors = sum(1 for r in results if r.startswith(("[llm_query error]", "[rlm_query error]")))
+        self.emit(
+            "batch_end", parent_id=exec_id, batch_id=batch_id, method=method, n=len(calls), errors=errors
+        )
+        return results
+
     async def _sub_call(
-        self, prompt: str, model: Any, parent_id: str, *, batched: bool, purpose: str = "llm_query"
+        self,
+        prompt: str,
+        model: Any,
+        parent_id: str,
+        *,
+        batched: bool,
+        purpose: str = "llm_query",
+        batch_id: str | None = None,
     ) -> str:
         lm = self.state.models.named(str(model)) if model else self.sub_lm
         window = self.state.models.window(lm)
@@ -345,6 +428,7 @@ class Node:
                 depth=self.depth + 1,
                 parent_id=parent_id,
                 purpose=purpose,
+                batch_id=batch_id,
             )
             return response.text
         except RLMError as exc:
@@ -352,7 +436,9 @@ class Node:
                 raise
             return f"[llm_query error] {exc}"
 
-    async def _rlm(self, prompt: str, context: Any, parent_id: str, *, batched: bool) -> str:
+    async def _rlm(
+        self, prompt: str, context: Any, parent_id: str, *, batched: bool, batch_id: str | None = None
+    ) -> str:
         max_depth = self.state.limits.max_depth
         if self.depth + 1 >= max_depth:
             self.emit(
@@ -364,7 +450,9 @@ class Node:
             )
             if context is not None:
                 prompt = f"{prompt}\n\nContext:\n{context if isinstance(context, str) else json.dumps(context, default=str)}"
-            return await self._sub_call(prompt, None, parent_id, batched=batched, purpose="fallback")
+            return await self._sub_call(
+                prompt, None, parent_id, batched=batched, purpose="fallback", batch_id=batch_id
+            )
         if context is None:
             payload, meta = self.payload, self.meta
         else:
@@ -378,6 +466,7 @@ class Node:
                 meta=meta,
                 parent_id=parent_id,
                 record_type="child_start",
+                batch_id=batch_id,
             )
             result = await child.run()
         if result.answer is None:

@@ -21,10 +21,15 @@ from rlmx.lm.base import (
     Usage,
     context_window_for,
     estimate_message_tokens,
+    estimate_tokens,
 )
 from rlmx.sandbox.base import Sandbox, SandboxSettings
 
 Pricer = Callable[[str, Usage], "float | None"]
+
+BUDGET_OUTPUT_TOKENS = 8_192  # output cap sent with every call when max_cost_usd is set without one
+MIN_FINAL_OUTPUT_TOKENS = 256  # the forced final answer's output is fitted to the budget, down to this
+FINAL_PROMPT_TOKENS = 300  # turn header and forced-final request, on top of the reply and output
 
 
 @dataclass
@@ -62,14 +67,48 @@ class RunState:
     pricer: Pricer | None = None
     excerpt_chars: int = 2_000
 
-    def settings(self, *, final: bool = False) -> CallSettings:
+    def settings(self, *, final: bool = False, max_output_tokens: int | None = None) -> CallSettings:
         timeout = self.limits.final_answer_timeout_s if final else None
-        return CallSettings(max_output_tokens=self.limits.max_output_tokens, timeout_s=timeout)
+        return CallSettings(max_output_tokens=max_output_tokens or self.output_cap(), timeout_s=timeout)
+
+    def output_cap(self) -> int | None:
+        """The per-call output cap; under a cost budget there always is one, so estimates are bounds."""
+        if self.limits.max_output_tokens is not None or self.limits.max_cost_usd is None:
+            return self.limits.max_output_tokens
+        return BUDGET_OUTPUT_TOKENS
 
     def cost_of(self, lm: LM, usage: Usage) -> float | None:
         if usage.cost_usd is not None:
             return usage.cost_usd
         return self.pricer(lm.name, usage) if self.pricer else None
+
+    def estimate_cost(self, lm: LM, input_tokens: int, output_tokens: int) -> float | None:
+        """Worst-case USD of a call, for the budget; None without a budget or a price."""
+        if self.limits.max_cost_usd is None or self.pricer is None:
+            return None
+        return self.pricer(lm.name, Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+
+    def budget_call(
+        self, lm: LM, est_input: int, *, purpose: str, final: bool
+    ) -> tuple[float | None, int | None]:
+        """(worst-case cost, output cap) of the call about to be made. A root turn also updates the
+        reserve kept for the forced final answer (this input plus a reply, its output and the request);
+        the forced final answer's output cap is fitted to what is left of the budget."""
+        cap = self.output_cap()
+        est = self.estimate_cost(lm, est_input, cap or 0)
+        if est is None:
+            return None, cap
+        if purpose == "root":
+            margin = (cap or 0) + estimate_tokens(self.sandbox_settings.output_chars) + FINAL_PROMPT_TOKENS
+            self.ledger.final_reserve_usd = self.estimate_cost(lm, est_input + margin, cap or 0) or 0.0
+        left = self.ledger.cost_left()
+        if final and cap and left is not None and est > left:
+            input_cost = self.estimate_cost(lm, est_input, 0) or 0.0
+            per_output_token = (est - input_cost) / cap
+            fits = int((left - input_cost) / per_output_token) if per_output_token > 0 else cap
+            cap = max(MIN_FINAL_OUTPUT_TOKENS, min(cap, fits))
+            est = self.estimate_cost(lm, est_input, cap)
+        return est, cap
 
     async def call_model(
         self,
@@ -84,16 +123,19 @@ class RunState:
         **fields: Any,
     ) -> LMResponse:
         """Check the ledger, make the call, book it, and trace it. The only way a model is called."""
-        self.ledger.acquire(final=final, est_input_tokens=estimate_message_tokens(messages))
+        est_input = estimate_message_tokens(messages)
+        est_cost, output_cap = self.budget_call(lm, est_input, purpose=purpose, final=final)
+        reserved = self.ledger.acquire(final=final, est_input_tokens=est_input, est_cost_usd=est_cost)
         started = time.monotonic()
         response: LMResponse | None = None
         error: str | None = None
         attempts = 1
+        attempt_errors: list[str] = []
         booked = False
         try:
-            response = await lm.complete(messages, self.settings(final=final))
+            response = await lm.complete(messages, self.settings(final=final, max_output_tokens=output_cap))
         except ModelError as exc:
-            error, attempts = str(exc), exc.attempts
+            error, attempts, attempt_errors = str(exc), exc.attempts, list(exc.attempt_errors)
             raise
         except asyncio.CancelledError:
             error = "cancelled"
@@ -105,10 +147,10 @@ class RunState:
             usage = response.usage if response else Usage()
             cost = None
             if response is not None and response.cached:
-                self.ledger.release()
+                self.ledger.release(reserved)
             else:
                 cost = self.cost_of(lm, usage) if response else 0.0
-                self.ledger.record(lm.name, depth, usage, cost)
+                self.ledger.record(lm.name, depth, usage, cost, reserved)
                 booked = True
             self.emitter.emit(
                 "lm_call",
@@ -121,11 +163,14 @@ class RunState:
                 cached_tokens=usage.cached_tokens,
                 reasoning_tokens=usage.reasoning_tokens,
                 cost_usd=cost,
+                cost_source=cost_source(usage, cost, response is not None),
+                est_cost_usd=est_cost,
+                max_output_tokens=output_cap,
                 counted=booked,
                 cache_hit=bool(response and response.cached),
                 duration_s=round(time.monotonic() - started, 4),
                 attempts=response.attempts if response else attempts,
-                attempt_errors=list(response.attempt_errors) if response else [],
+                attempt_errors=list(response.attempt_errors) if response else attempt_errors,
                 n_messages=len(messages),
                 input_chars=sum(len(str(m.get("content", ""))) for m in messages),
                 messages=[
@@ -137,3 +182,12 @@ class RunState:
                 **fields,
             )
         return response
+
+
+def cost_source(usage: Usage, cost: float | None, made: bool) -> str | None:
+    """Where an lm_call's cost came from: the provider's report, a price, or nowhere (None)."""
+    if cost is None:
+        return None
+    if usage.cost_usd is not None:
+        return "provider"
+    return "price" if made else "none"

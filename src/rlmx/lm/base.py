@@ -26,6 +26,7 @@ class Usage:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: float | None = None  # provider-reported cost, where the provider reports one
+    cache_write_tokens: int = 0  # input tokens written to a prompt cache (Anthropic bills them higher)
 
 
 @dataclass(frozen=True)

@@ -8,21 +8,38 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from rlmx.errors import ConfigError
 from rlmx.lm.base import LM
 from rlmx.lm.openai_compat import OpenAICompatLM
+from rlmx.lm.ratelimit import RateLimiter
+from rlmx.lm.retry import RetryPolicy
 
 
 @dataclass(frozen=True)
 class ModelOptions:
-    """What a user may say about how to reach a model, beyond its name."""
+    """What a user may say about how to reach a model, beyond its name.
+
+    `concurrency` bounds the requests in flight per model; `requests_per_minute` / `tokens_per_minute`
+    turn on a sliding-window limiter; `retry` bounds the attempts of one logical call. `extra` holds
+    provider-specific settings (e.g. `api_version` for azure).
+    """
 
     base_url: str | None = None
     api_key: str | None = None
-    concurrency: int = 32
+    concurrency: int = 64  # requests in flight per model; 1,000 sub-calls at 100 ms take ~1.7 s
     timeout_s: float = 600.0
     extra: dict[str, str] = field(default_factory=dict)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+
+    def limiter(self) -> RateLimiter | None:
+        """A fresh limiter for one model, or None when no per-minute budget is set."""
+        if self.requests_per_minute is None and self.tokens_per_minute is None:
+            return None
+        return RateLimiter(self.requests_per_minute, self.tokens_per_minute)
 
 
 ProviderFactory = Callable[[str, ModelOptions], LM]
@@ -30,19 +47,32 @@ ProviderFactory = Callable[[str, ModelOptions], LM]
 
 @dataclass(frozen=True)
 class Provider:
+    """A provider plugin: how to build its models, and what a user needs to know about it."""
+
     name: str
     factory: ProviderFactory
     key_env: str | None
     help: str
+    example: str = ""  # a model string that works with this provider
+    default_model: str | None = None  # used when only this provider's key is configured
+    default_sub_model: str | None = None
 
 
 PROVIDERS: dict[str, Provider] = {}
 
 
 def register_provider(
-    name: str, factory: ProviderFactory, *, key_env: str | None = None, help: str = ""
+    name: str,
+    factory: ProviderFactory,
+    *,
+    key_env: str | None = None,
+    help: str = "",
+    example: str = "",
+    default_model: str | None = None,
+    default_sub_model: str | None = None,
 ) -> None:
-    PROVIDERS[name] = Provider(name, factory, key_env, help)
+    """Add (or replace) a provider; model strings `NAME:model` then resolve through `factory`."""
+    PROVIDERS[name] = Provider(name, factory, key_env, help, example, default_model, default_sub_model)
 
 
 def resolve_model(spec: str | LM, options: ModelOptions | None = None) -> LM:
@@ -70,6 +100,7 @@ def _compatible(
     default_base: str | None,
     key_required: bool,
     max_tokens_param: str = "max_tokens",
+    extra_body: dict[str, Any] | None = None,
 ) -> ProviderFactory:
     def factory(model: str, options: ModelOptions) -> LM:
         base_url = options.base_url or (os.environ.get(base_env) if base_env else None) or default_base
@@ -86,11 +117,32 @@ def _compatible(
             api_key=api_key,
             concurrency=options.concurrency,
             timeout_s=options.timeout_s,
+            retry=options.retry,
+            limiter=options.limiter(),
             # compatible servers (llama.cpp, vLLM, ...) know max_tokens; OpenAI's own API prefers the new name
             max_tokens_param=max_tokens_param if base_url == default_base else "max_tokens",
+            extra_body=extra_body if base_url == default_base else None,
         )
 
     return factory
+
+
+def _anthropic(model: str, options: ModelOptions) -> LM:
+    from rlmx.lm.anthropic import anthropic_model  # the SDK is an optional extra: rlmx[anthropic]
+
+    return anthropic_model(model, options)
+
+
+def _azure(model: str, options: ModelOptions) -> LM:
+    from rlmx.lm.azure import azure_model
+
+    return azure_model(model, options)
+
+
+def _local(model: str, options: ModelOptions) -> LM:
+    from rlmx.lm.local import local_model  # llama-cpp-python is an optional extra: rlmx[local]
+
+    return local_model(model, options)
 
 
 register_provider(
@@ -105,6 +157,18 @@ register_provider(
     ),
     key_env="OPENAI_API_KEY",
     help="OpenAI, or any OpenAI-compatible endpoint with --base-url",
+    example="openai:gpt-5-mini",
+    default_model="openai:gpt-5-mini",
+    default_sub_model="openai:gpt-5-nano",
+)
+register_provider(
+    "anthropic",
+    _anthropic,
+    key_env="ANTHROPIC_API_KEY",
+    help="Anthropic's Messages API (official SDK, prompt caching of the stable prefix); rlmx[anthropic]",
+    example="anthropic:claude-sonnet-4-5",
+    default_model="anthropic:claude-sonnet-4-5",
+    default_sub_model="anthropic:claude-haiku-4-5",
 )
 register_provider(
     "openrouter",
@@ -114,9 +178,20 @@ register_provider(
         base_env=None,
         default_base="https://openrouter.ai/api/v1",
         key_required=True,
+        extra_body={"usage": {"include": True}},
     ),
     key_env="OPENROUTER_API_KEY",
     help="OpenRouter (provider-reported cost is used)",
+    example="openrouter:openai/gpt-5-mini",
+    default_model="openrouter:openai/gpt-5-mini",
+    default_sub_model="openrouter:openai/gpt-5-nano",
+)
+register_provider(
+    "azure",
+    _azure,
+    key_env="AZURE_OPENAI_API_KEY",
+    help="Azure OpenAI: the model is your deployment name; needs AZURE_OPENAI_ENDPOINT",
+    example="azure:my-gpt-5-mini-deployment",
 )
 register_provider(
     "ollama",
@@ -128,6 +203,7 @@ register_provider(
         key_required=False,
     ),
     help="a local Ollama server",
+    example="ollama:qwen3:8b",
 )
 register_provider(
     "vllm",
@@ -138,7 +214,9 @@ register_provider(
         default_base="http://localhost:8000/v1",
         key_required=False,
     ),
+    key_env="VLLM_API_KEY",
     help="a vLLM OpenAI-compatible server",
+    example="vllm:Qwen/Qwen3-8B",
 )
 register_provider(
     "llamacpp",
@@ -150,4 +228,11 @@ register_provider(
         key_required=False,
     ),
     help="a llama.cpp server (llama-server or llama_cpp.server)",
+    example="llamacpp:smollm2",
+)
+register_provider(
+    "local",
+    _local,
+    help="a GGUF file run in-process by llama-cpp-python (rlmx[local]); 'smollm2' is the built-in demo model",
+    example="local:smollm2",
 )

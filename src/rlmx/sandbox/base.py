@@ -26,8 +26,11 @@ class SandboxSettings:
 class ContextPayload:
     """The context, encoded once for the worker (never re-encoded per turn or per restart)."""
 
-    kind: str  # "inline-text" | "inline-json" | "none"
+    kind: str  # "inline-text" | "inline-json" | "files" (a JSON manifest; the worker reads the files) | "none"
     blob: bytes = b""
+    # For the worker, sent in INIT as `context_options`: "prefilter" ({query, method, k}), "cache_dir"
+    # (where search indexes may be cached), "note" (a line the model's metadata ends with).
+    options: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, context: Any) -> ContextPayload:

@@ -20,6 +20,7 @@ from rlmx.sandbox.base import ContextPayload, ExecResult, RpcHandler, SandboxSet
 
 RESTART_NOTE = "the REPL was restarted; variables were lost; `context` is loaded again"
 _EOF = object()
+BLOB_CHUNK = 1 << 20
 
 
 def worker_env(home: str) -> dict[str, str]:
@@ -131,7 +132,11 @@ class ProcessSandbox:
 
     async def _send(self, message: dict[str, Any], blob: bytes = b"") -> None:
         assert self.writer is not None
-        self.writer.write(wire.encode(message, blob))
+        self.writer.write(wire.encode(message) if not blob else wire.encode_header(message, len(blob)))
+        view = memoryview(blob)
+        for start in range(0, len(blob), BLOB_CHUNK):  # no copy of a large context, whole, in any buffer
+            self.writer.write(view[start : start + BLOB_CHUNK])
+            await self.writer.drain()
         await self.writer.drain()
 
     async def _kill(self) -> None:

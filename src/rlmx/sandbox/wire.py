@@ -38,10 +38,26 @@ WORKER_TO_HOST = frozenset({READY, EXEC_RESULT, VAR_RESULT, RPC})
 # the operations a worker may ask of the host, and nothing else
 RPC_METHODS = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched"})
 
+# INIT's context_kind when the worker was forked from a zygote that already holds the context
+INHERITED = "inherited"
+
+# host <-> zygote, on the zygote's control socket (see zygote.py)
+SETUP = "setup"  # host: {isolated, limits, readable, tmp_base, context_kind, ...}, blob = payload
+ZYGOTE_READY = "zygote_ready"  # zygote: {isolation}
+ZYGOTE_FAILED = "zygote_failed"  # zygote: {error}: it could not load the context or isolate itself
+SPAWN = "spawn"  # host: {id, inherit}
+SPAWNED = "spawned"  # zygote: {id, pid, workdir}, with fds [to-worker write end, from-worker read end, pidfd]
+
 
 def encode(message: dict[str, Any], blob: bytes = b"") -> bytes:
     body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str).encode()
     return HEADER.pack(len(body), len(blob)) + body + blob
+
+
+def encode_header(message: dict[str, Any], blob_len: int) -> bytes:
+    """A frame without its blob, which the sender writes next (in pieces, without copying it)."""
+    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    return HEADER.pack(len(body), blob_len) + body
 
 
 def decode_header(header: bytes) -> tuple[int, int]:

@@ -1,15 +1,19 @@
 """The REPL worker: runs model-written code next to the context, in its own process.
 
-Started by the host as `python -m rlmx.sandbox.worker IN_FD OUT_FD`. It talks to the host only through
-the wire protocol on those two pipes. It never holds API keys and never calls a model itself: every
-`llm_query` is a request to the host, which decides (ledger, limits) whether to make the call.
+Forked by the run's zygote (`rlmx.sandbox.zygote`, which calls `serve_forked`), or started on its own as
+`python -m rlmx.sandbox.worker IN_FD OUT_FD`. It talks to the host only through the wire protocol on
+those two pipes. It never holds API keys and never calls a model itself: every `llm_query` is a request
+to the host, which decides (ledger, limits) whether to make the call.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import math
 import os
+import resource
+import signal
 import sys
 import threading
 import traceback
@@ -24,6 +28,28 @@ RESERVED = frozenset(
 )
 MAX_PROMPT_CHARS = 16_000_000
 
+# The context the zygote loaded before it forked this worker, with its text view; used for the
+# "inherited" context kind, so a forked worker shares it copy-on-write instead of receiving a copy.
+INHERITED: tuple[Any, helpers.TextView] | None = None
+
+
+def load_context(kind: str | None, blob: bytes, options: dict[str, Any] | None = None) -> Any:
+    """Decode a context payload into the REPL's `context`. The zygote calls this once per run, before it
+    isolates itself (so a payload may name host files it reads); a worker calls it for a child's value."""
+    if kind == "inline-text":
+        return blob.decode("utf-8")
+    if kind == "inline-json":
+        return json.loads(blob)
+    if kind in (None, "none"):
+        return None
+    raise ValueError(f"unknown context kind {kind!r}")
+
+
+def inherit_context(context: Any) -> None:
+    """Called by the zygote: the context (and its view) every worker forked with `inherit` starts with."""
+    global INHERITED
+    INHERITED = (context, helpers.TextView(context if context is not None else ""))
+
 
 class BudgetExhaustedError(RuntimeError):
     """Raised inside the REPL when a limit forbids another model call."""
@@ -31,6 +57,10 @@ class BudgetExhaustedError(RuntimeError):
 
 class SubcallError(RuntimeError):
     """Raised inside the REPL when a sub-call failed for good."""
+
+
+class CPUTimeExceeded(BaseException):
+    """Raised inside the REPL when a cell has used up its CPU time (RLIMIT_CPU's soft limit)."""
 
 
 class CappedWriter:
@@ -92,6 +122,7 @@ class Worker:
         self.output_chars = 20_000
         self.ns: dict[str, Any] = {}
         self.fd_capture = -1
+        self.cell_cpu_s = 0  # 0: no per-cell CPU limit (the local backend)
 
     # --- RPC to the host -----------------------------------------------------------------------
     def rpc(self, method: str, params: dict[str, Any]) -> Any:
@@ -160,14 +191,15 @@ class Worker:
     # --- set-up and cells ----------------------------------------------------------------------
     def init(self, message: dict[str, Any], blob: bytes) -> None:
         kind = message.get("context_kind")
-        if kind == "inline-text":
-            context: Any = blob.decode("utf-8")
-        elif kind == "inline-json":
-            context = json.loads(blob)
+        if kind == wire.INHERITED:
+            if INHERITED is None:
+                raise SystemExit("protocol violation: this worker holds no inherited context")
+            context, view = INHERITED
         else:
-            context = None
+            context = load_context(kind, blob, message.get("context_options"))
+            view = helpers.TextView(context if context is not None else "")
         self.output_chars = int(message.get("output_chars", 20_000))
-        view = helpers.TextView(context if context is not None else "")
+        self.cell_cpu_s = int(message.get("cell_cpu_s", 0))
         ns = self.ns
         ns.update(
             __name__="__main__",
@@ -187,12 +219,42 @@ class Worker:
             FINAL_VAR=self.FINAL_VAR,
         )
 
+    # --- output capture and the per-cell CPU limit (the local backend overrides these) ---------------
+    def redirect(self, out: CappedWriter) -> Any:
+        saved = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = out  # type: ignore[assignment]
+        return saved
+
+    def restore(self, saved: Any) -> None:
+        sys.stdout, sys.stderr = saved
+
+    def _on_cpu_limit(self, signum: int, frame: Any) -> None:
+        if self.in_cell:
+            raise CPUTimeExceeded(f"the cell used more than {self.cell_cpu_s} s of CPU time and was stopped")
+
+    def arm_cpu_limit(self) -> None:
+        """RLIMIT_CPU's soft limit is moved to now + cell_cpu_s; the hard one bounds the process's life."""
+        if self.cell_cpu_s <= 0:
+            return
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        soft = math.ceil(usage.ru_utime + usage.ru_stime) + self.cell_cpu_s
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        signal.signal(signal.SIGXCPU, self._on_cpu_limit)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+    def disarm_cpu_limit(self) -> None:
+        if self.cell_cpu_s > 0:
+            _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+            resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+
     def run_cell(self, code: str) -> dict[str, Any]:
         out = CappedWriter(self.output_chars)
         self.final = None
         error = None
-        saved = sys.stdout, sys.stderr
-        sys.stdout = sys.stderr = out  # type: ignore[assignment]
+        saved = self.redirect(out)
+        self.arm_cpu_limit()
         self.in_cell = True
         try:
             tree = ast.parse(code, "<cell>", "exec")
@@ -210,7 +272,8 @@ class Worker:
             error = short_traceback(exc)
         finally:
             self.in_cell = False
-            sys.stdout, sys.stderr = saved
+            self.disarm_cpu_limit()
+            self.restore(saved)
         out.write(self._fd_output())
         return {"output": out.render(), "error": error, "final": self.final}
 
@@ -284,15 +347,19 @@ def _capture_fds() -> int:
     return fd
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    in_fd, out_fd = int(args[0]), int(args[1])
+def serve_forked(in_fd: int, out_fd: int) -> None:
+    """Serve the host on two pipes until it closes them or says shutdown."""
     worker = Worker(in_fd, out_fd)
     worker.fd_capture = _capture_fds()
     try:
         worker.serve()
     except EOFError:
         pass  # the host closed the pipe: nothing left to do
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    serve_forked(int(args[0]), int(args[1]))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,103 @@
+"""`rlmx serve`: an OpenAI-compatible endpoint where every chat completion is an RLM run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rlmx.errors import ConfigError
+
+
+def missing_extra(exc: ModuleNotFoundError, extra: str) -> ConfigError:
+    return ConfigError(f"{exc.name} is not installed: install the {extra} extra with pip install 'rlmx[{extra}]'")
+
+
+def serve(
+    model: Annotated[
+        str | None, typer.Option(help="Root model of the default profile (default: $RLMX_MODEL).")
+    ] = None,
+    sub_model: Annotated[str | None, typer.Option(help="Model for sub-calls and child RLMs.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Profile name; served as rlmx/NAME (default: the model's name).")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML file of profiles ([profiles.NAME] tables); see docs/serve.md.")
+    ] = None,
+    max_depth: Annotated[int, typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs.")] = 1,
+    max_iterations: Annotated[int, typer.Option(help="Default profile: turns per RLM.")] = 30,
+    max_llm_calls: Annotated[int, typer.Option(help="Default profile: model calls per run.")] = 200,
+    max_cost_usd: Annotated[float | None, typer.Option(help="Default profile: USD per run.")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Default profile: seconds per run.")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: any free port; the URL is printed).")] = 8000,
+    token: Annotated[
+        str | None, typer.Option(help="Bearer token callers must send (default: $RLMX_SERVE_TOKEN).")
+    ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="No token at all; only allowed on a loopback bind.")
+    ] = False,
+    root: Annotated[
+        list[Path], typer.Option("--root", help="A folder callers may name files in; repeatable.")
+    ] = [],  # noqa: B006
+    max_running: Annotated[int, typer.Option(help="Runs at once; more wait in the queue.")] = 2,
+    max_queued: Annotated[int, typer.Option(help="Runs that may wait; beyond that: HTTP 429.")] = 8,
+    max_request_bytes: Annotated[int, typer.Option(help="Largest request body (HTTP 413 beyond).")] = 32
+    * 2**20,
+    max_context_bytes: Annotated[int, typer.Option(help="Largest context per run, files included.")] = 512
+    * 2**20,
+    context_threshold: Annotated[
+        int, typer.Option(help="Message text parts longer than this many characters become context.")
+    ] = 8_000,
+    no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write run traces.")] = False,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
+) -> None:
+    """Serve POST /v1/chat/completions and GET /v1/models; each completion is an RLM run."""
+    from rlmx.limits import Limits
+    from rlmx.serve.profiles import load_profiles, profile_from_flags
+    from rlmx.serve.roots import Roots
+    from rlmx.serve.settings import ServeSettings, resolve_token
+
+    try:
+        from rlmx.serve.server import run_server
+
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "serve") from exc
+    auth_token = resolve_token(token, no_auth=no_auth, host=host)
+    if config is not None:
+        profiles = load_profiles(config)
+    else:
+        try:
+            limits = Limits(
+                max_depth=max_depth,
+                max_iterations=max_iterations,
+                max_llm_calls=max_llm_calls,
+                max_cost_usd=max_cost_usd,
+                timeout_s=timeout,
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        profile = profile_from_flags(model, name=name, sub_model=sub_model, base_url=base_url, limits=limits)
+        profiles = {profile.name: profile}
+    for profile in profiles.values():
+        profile.models()  # a missing key or unknown provider fails now, not at the first request
+    settings = ServeSettings(
+        profiles=profiles,
+        roots=Roots.of(root),
+        token=auth_token,
+        max_request_bytes=max_request_bytes,
+        max_context_bytes=max_context_bytes,
+        context_threshold=context_threshold,
+        max_running=max_running,
+        max_queued=max_queued,
+        trace=not no_trace,
+    )
+    run_server(settings, host=host, port=port, log_level=log_level)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)

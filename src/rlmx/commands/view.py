@@ -1,0 +1,39 @@
+"""`rlmx view TRACE.jsonl [-o report.html] [--open]`: the trace as one self-contained HTML report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="view")(view)
+
+
+def view(
+    trace: Annotated[Path, typer.Argument(help="A JSONL trace written by rlmx (see `rlmx ask --trace`).")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Where to write the report (default: TRACE.html).")
+    ] = None,
+    run: Annotated[
+        int, typer.Option(help="Which run of a file holding several (0 = first, -1 = last).")
+    ] = -1,
+    open_: Annotated[bool, typer.Option("--open", help="Open the report in the default browser.")] = False,
+) -> None:
+    """Write the trace's summary, timeline and nested call tree as one HTML file (works offline)."""
+    from rlmx.errors import ConfigError
+    from rlmx.view import write_report
+
+    if not trace.is_file():
+        raise ConfigError(f"no trace file at {trace}; pass the .jsonl path that `rlmx ask` printed")
+    target = write_report(trace, output, run=run)
+    sys.stderr.write(f"[rlmx] report written to {target}\n")
+    typer.echo(str(target))
+    if open_:
+        import webbrowser
+
+        if not webbrowser.open(target.resolve().as_uri()):
+            sys.stderr.write(f"[rlmx] could not open a browser; open {target} yourself\n")

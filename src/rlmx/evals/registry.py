@@ -1,0 +1,36 @@
+"""The benchmark families by name, and item generation by (family, size, index, seed, variant)."""
+
+from __future__ import annotations
+
+from rlmx.errors import ConfigError
+from rlmx.evals.codeqa import CodeQA
+from rlmx.evals.doc_multihop import DocMultihop
+from rlmx.evals.items import EvalItem, Family
+from rlmx.evals.niah import Niah
+from rlmx.evals.oolong import Oolong
+from rlmx.evals.oolong_pairs import OolongPairs
+
+FAMILIES: dict[str, Family] = {
+    f.name: f for f in (Niah(), Oolong(), OolongPairs(), DocMultihop(), CodeQA())
+}
+
+
+def family(name: str) -> Family:
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise ConfigError(f"unknown eval family {name!r}; choose from {', '.join(FAMILIES)}") from None
+
+
+def check_variant(name: str, variant: str | None) -> str:
+    fam = family(name)
+    if variant is None:
+        return fam.variants[0]
+    if variant not in fam.variants:
+        raise ConfigError(f"family {name} has no variant {variant!r}; choose from {', '.join(fam.variants)}")
+    return variant
+
+
+def generate_item(name: str, size_tokens: int, index: int, seed: int = 0, variant: str | None = None) -> EvalItem:
+    """One item; the same arguments always give the same item (on the same installed text sources)."""
+    return family(name).generate(size_tokens, index, seed, check_variant(name, variant))

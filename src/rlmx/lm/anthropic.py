@@ -1,0 +1,195 @@
+"""Anthropic's Messages API on the official `anthropic` SDK (extra `rlmx[anthropic]`).
+
+Prompt caching: the system prompt carries a cache breakpoint, and in a multi-turn conversation (an
+RLM's root history) so does the newest message, so each turn reads the previous turn's prefix from
+the cache instead of paying for it again. Single-message sub-calls carry no breakpoint (a cache write
+costs more than a plain input token and would rarely be read back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+from rlmx.errors import ConfigError, TransientModelError
+from rlmx.lm.base import CallSettings, LMResponse, Message, Usage, estimate_message_tokens
+from rlmx.lm.openai_compat import check_allowed
+from rlmx.lm.ratelimit import RateLimiter
+from rlmx.lm.registry import ModelOptions
+from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries, status_failure
+
+try:
+    import anthropic
+except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
+    raise ConfigError(
+        "the anthropic provider needs the anthropic SDK: pip install 'rlmx[anthropic]'"
+    ) from exc
+
+KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_ENV = "ANTHROPIC_BASE_URL"
+DEFAULT_BASE = "https://api.anthropic.com"
+DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; --max-output-tokens overrides it
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def anthropic_model(model: str, options: ModelOptions) -> AnthropicLM:
+    """The registry's factory for `anthropic:MODEL`."""
+    base_url = options.base_url or os.environ.get(BASE_ENV)
+    api_key = options.api_key or os.environ.get(KEY_ENV)
+    if not api_key and not base_url:
+        raise ConfigError(
+            f"no API key for anthropic:{model}: set {KEY_ENV} (e.g. export {KEY_ENV}=sk-ant-...) "
+            "or put api_key under [providers.anthropic] in rlmx.toml"
+        )
+    max_tokens = options.extra.get("max_tokens")
+    return AnthropicLM(
+        model,
+        base_url=base_url,
+        api_key=api_key,
+        concurrency=options.concurrency,
+        timeout_s=options.timeout_s,
+        retry=options.retry,
+        limiter=options.limiter(),
+        default_max_tokens=int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS,
+        prompt_caching=options.extra.get("prompt_caching", "true").lower() not in ("0", "false", "no"),
+    )
+
+
+def classify_anthropic_error(exc: Exception) -> Failure | None:
+    if isinstance(exc, json.JSONDecodeError):
+        return Failure(f"malformed reply (not JSON): {exc}", True)
+    if isinstance(exc, anthropic.APITimeoutError):
+        return Failure(f"timeout: {str(exc)[:200]}", True)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return Failure(f"connection error: {str(exc)[:200]}", True)
+    if isinstance(exc, anthropic.APIResponseValidationError):
+        return Failure(f"malformed reply: {str(exc)[:300]}", True)
+    if isinstance(exc, anthropic.APIStatusError):
+        return status_failure(exc.status_code, f"{type(exc).__name__}: {exc}", exc.response.headers)
+    return None
+
+
+def to_anthropic(messages: list[Message], *, prompt_caching: bool) -> tuple[list[dict[str, Any]], list[Any]]:
+    """OpenAI-style messages -> (system blocks, alternating user/assistant messages), with breakpoints."""
+    system_text = "\n\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            continue
+        role = "assistant" if role == "assistant" else "user"
+        text = str(message.get("content", "")) or "(empty)"  # the API rejects empty text blocks
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"] += "\n\n" + text
+        else:
+            turns.append({"role": role, "content": text})
+    if not turns or turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": "(continue)"})
+    system: list[dict[str, Any]] = []
+    if system_text:
+        system.append({"type": "text", "text": system_text})
+        if prompt_caching:
+            system[0]["cache_control"] = EPHEMERAL
+    out: list[Any] = []
+    for index, turn in enumerate(turns):
+        block: dict[str, Any] = {"type": "text", "text": turn["content"]}
+        if prompt_caching and len(turns) > 1 and index == len(turns) - 1:
+            block["cache_control"] = EPHEMERAL
+        out.append({"role": turn["role"], "content": [block]})
+    return system, out
+
+
+def anthropic_usage(raw: Any) -> Usage:
+    """Anthropic counts cached and cache-written input apart; rlmx's input_tokens includes both."""
+    if raw is None:
+        return Usage()
+    fresh = int(getattr(raw, "input_tokens", 0) or 0)
+    read = int(getattr(raw, "cache_read_input_tokens", 0) or 0)
+    written = int(getattr(raw, "cache_creation_input_tokens", 0) or 0)
+    return Usage(
+        input_tokens=fresh + read + written,
+        output_tokens=int(getattr(raw, "output_tokens", 0) or 0),
+        cached_tokens=read,
+        cache_write_tokens=written,
+    )
+
+
+class AnthropicLM:
+    """A Claude model through the Messages API. One SDK client per event loop; bounded retries."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        concurrency: int = 32,
+        timeout_s: float = 600.0,
+        retry: RetryPolicy | None = None,
+        limiter: RateLimiter | None = None,
+        default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        prompt_caching: bool = True,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigError("concurrency must be >= 1")
+        check_allowed(base_url or DEFAULT_BASE)
+        self.model = model
+        self.name = f"anthropic:{model}"
+        self.base_url = base_url
+        self.api_key = api_key or "not-needed"
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self.limiter = limiter
+        self.default_max_tokens = default_max_tokens
+        self.prompt_caching = prompt_caching
+        self._per_loop = PerLoop(lambda: (self._new_client(), asyncio.Semaphore(self.concurrency)))
+
+    def __repr__(self) -> str:
+        return f"AnthropicLM({self.name!r}, base_url={self.base_url!r})"
+
+    @property
+    def cache_identity(self) -> str:
+        return f"{self.name}@{self.base_url or DEFAULT_BASE}"
+
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+        )
+
+    async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse:
+        client, semaphore = self._per_loop.get()
+        system, turns = to_anthropic(messages, prompt_caching=self.prompt_caching)
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": turns,
+            "max_tokens": settings.max_output_tokens or self.default_max_tokens,
+        }
+        if system:
+            kwargs["system"] = system
+        if settings.temperature is not None:
+            kwargs["temperature"] = settings.temperature
+        if settings.timeout_s:
+            kwargs["timeout"] = settings.timeout_s
+
+        async def once(attempt: int) -> LMResponse:
+            reply = await client.messages.create(**kwargs)
+            blocks = getattr(reply, "content", None)
+            if not isinstance(blocks, list) or not blocks:
+                raise TransientModelError("malformed reply: no content blocks")
+            text = "".join(b.text for b in blocks if getattr(b, "type", "") == "text")
+            if not text.strip():
+                raise TransientModelError("empty reply")
+            return LMResponse(text=text, usage=anthropic_usage(reply.usage), model=self.name)
+
+        return await call_with_retries(
+            self.name,
+            once,
+            classify_anthropic_error,
+            policy=self.retry,
+            gate=semaphore,
+            limiter=self.limiter,
+            est_tokens=estimate_message_tokens(messages) + kwargs["max_tokens"],
+        )

@@ -1,0 +1,90 @@
+"""An optional requests-per-minute / tokens-per-minute limiter for one model (a sliding 60 s window).
+
+Every attempt reserves one request and its estimated tokens before it is sent; when the reply comes
+back, the reservation is corrected to the tokens actually used. A request that alone exceeds the
+token budget is let through when the window is empty, so it cannot wait forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from rlmx.errors import ConfigError
+
+WINDOW_S = 60.0
+
+
+class Reservation:
+    __slots__ = ("t", "tokens")
+
+    def __init__(self, t: float, tokens: int) -> None:
+        self.t = t
+        self.tokens = tokens
+
+
+class RateLimiter:
+    """Waits (asynchronously) until one more request fits the per-minute budgets, then reserves it."""
+
+    def __init__(
+        self,
+        requests_per_minute: int | None = None,
+        tokens_per_minute: int | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if requests_per_minute is not None and requests_per_minute < 1:
+            raise ConfigError("requests_per_minute must be >= 1")
+        if tokens_per_minute is not None and tokens_per_minute < 1:
+            raise ConfigError("tokens_per_minute must be >= 1")
+        self.requests_per_minute = requests_per_minute
+        self.tokens_per_minute = tokens_per_minute
+        self._clock = clock
+        self._sleep = sleep
+        self._window: deque[Reservation] = deque()
+        self.waited_s = 0.0  # total time callers spent waiting, for reports
+
+    def __repr__(self) -> str:
+        return f"RateLimiter(rpm={self.requests_per_minute}, tpm={self.tokens_per_minute})"
+
+    def _expire(self, now: float) -> None:
+        while self._window and now - self._window[0].t >= WINDOW_S:
+            self._window.popleft()
+
+    def _wait_needed(self, now: float, tokens: int) -> float:
+        """Seconds until a request of `tokens` fits; 0 when it fits now."""
+        self._expire(now)
+        if not self._window:
+            return 0.0
+        waits = [0.0]
+        if self.requests_per_minute is not None and len(self._window) >= self.requests_per_minute:
+            oldest = self._window[len(self._window) - self.requests_per_minute]
+            waits.append(oldest.t + WINDOW_S - now)
+        if self.tokens_per_minute is not None:
+            used = sum(r.tokens for r in self._window)
+            excess = used + tokens - self.tokens_per_minute
+            for entry in self._window:  # wait until enough old reservations have left the window
+                if excess <= 0:
+                    break
+                excess -= entry.tokens
+                waits.append(entry.t + WINDOW_S - now)
+        return max(waits)
+
+    async def acquire(self, tokens: int = 0) -> Reservation:
+        """Reserve one request of about `tokens` tokens, waiting for room in the window first."""
+        while True:
+            now = self._clock()
+            wait = self._wait_needed(now, tokens)
+            if wait <= 0:
+                reservation = Reservation(now, max(0, tokens))
+                self._window.append(reservation)
+                return reservation
+            self.waited_s += wait
+            await self._sleep(wait)
+
+    def settle(self, reservation: Reservation, actual_tokens: int) -> None:
+        """Correct a reservation to the tokens the call really used."""
+        reservation.tokens = max(0, actual_tokens)

@@ -1,0 +1,148 @@
+"""Bounded retries shared by every provider: backoff with jitter, Retry-After, a per-model gate.
+
+A provider supplies one attempt (`once`) and a classifier that turns its SDK's exceptions into a
+`Failure` (transient or not). `call_with_retries` does the rest and returns the response with the
+number of attempts and the error of every failed attempt, or raises `ModelError` carrying both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
+
+from rlmx.errors import ConfigError, ModelError, TransientModelError
+from rlmx.lm.base import LMResponse
+from rlmx.lm.ratelimit import RateLimiter
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """At most `max_attempts` attempts per logical call; exponential backoff with jitter in between.
+
+    The wait before attempt n+1 is `base_delay_s * 2**(n-1)` scaled by a random factor in [0.5, 1],
+    capped at `max_delay_s`; a server's Retry-After replaces it (capped the same way).
+    """
+
+    max_attempts: int = 6
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigError("RetryPolicy: max_attempts must be >= 1")
+        if self.base_delay_s < 0 or self.max_delay_s < 0:
+            raise ConfigError("RetryPolicy: delays must be >= 0")
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_delay_s)
+        return min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed attempt, as a provider's classifier sees it."""
+
+    message: str
+    transient: bool
+    status: int | None = None
+    retry_after: float | None = None
+
+
+Classifier = Callable[[Exception], "Failure | None"]  # None: not a provider error, let it propagate
+
+
+def retry_after_of(headers: Any) -> float | None:
+    """Seconds to wait from `retry-after-ms` / `Retry-After` (seconds or an HTTP date), if present."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return float(millis) / 1000.0
+        except ValueError:
+            pass  # malformed: fall through to Retry-After
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
+        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+
+
+def status_failure(status: int, message: str, headers: Any) -> Failure:
+    """HTTP errors: 408, 409, 429 and 5xx are worth another attempt; other 4xx are not."""
+    transient = status in (408, 409, 429) or status >= 500
+    return Failure(f"HTTP {status}: {message[:300]}", transient, status, retry_after_of(headers))
+
+
+class PerLoop(Generic[T]):
+    """One value per running event loop: SDK clients and semaphores belong to the loop that made them."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+        self._loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
+        self._value: T | None = None
+
+    def get(self) -> T:
+        loop = asyncio.get_running_loop()
+        if self._value is None or self._loop is None or self._loop() is not loop:
+            self._value = self._make()
+            self._loop = weakref.ref(loop)
+        return self._value
+
+
+async def call_with_retries(
+    name: str,
+    once: Callable[[int], Awaitable[LMResponse]],
+    classify: Classifier,
+    *,
+    policy: RetryPolicy,
+    gate: asyncio.Semaphore,
+    limiter: RateLimiter | None = None,
+    est_tokens: int = 0,
+) -> LMResponse:
+    """Run `once(attempt)` until it succeeds, a failure is not transient, or the attempts run out."""
+    errors: list[str] = []
+    for attempt in range(1, policy.max_attempts + 1):
+        failure: Failure | None = None
+        cause: Exception | None = None
+        reservation = await limiter.acquire(est_tokens) if limiter is not None else None
+        try:
+            async with gate:
+                response = await once(attempt)
+        except TransientModelError as exc:
+            cause, failure = exc, Failure(str(exc), True, exc.status, exc.retry_after)
+        except Exception as exc:
+            cause, failure = exc, classify(exc)
+            if failure is None:
+                raise
+        if failure is None:
+            if limiter is not None and reservation is not None:
+                limiter.settle(reservation, response.usage.input_tokens + response.usage.output_tokens)
+            return replace(response, attempts=attempt, attempt_errors=tuple(errors))
+        errors.append(f"attempt {attempt}: {failure.message}")
+        if not failure.transient:
+            raise ModelError(
+                f"{name}: {failure.message}",
+                attempts=attempt,
+                status=failure.status,
+                attempt_errors=tuple(errors),
+            ) from cause
+        if attempt < policy.max_attempts:
+            await asyncio.sleep(policy.delay(attempt, failure.retry_after))
+    raise ModelError(
+        f"{name}: failed after {policy.max_attempts} attempts; last error: {errors[-1]}",
+        attempts=policy.max_attempts,
+        attempt_errors=tuple(errors),
+    )

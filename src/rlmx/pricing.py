@@ -1,0 +1,185 @@
+"""What a model call costs, in USD.
+
+Prices come from the `genai-prices` catalog (offline, maintained upstream; rlmx keeps no price table of
+its own). A per-model override (`--price MODEL=IN,OUT`, the config file, or `Pricing(overrides=...)`)
+wins over the catalog. A provider-reported cost (OpenRouter's `usage.cost`) wins over both; that choice
+is made by the engine (`RunState.cost_of`), which only asks a pricer when the provider said nothing.
+
+Token conventions (rlmx's `Usage`, the OpenAI convention): `input_tokens` includes `cached_tokens`,
+which are billed at the model's cache-read price; `output_tokens` includes `reasoning_tokens`, which are
+billed as output.
+
+    pricing = Pricing({"openai:my-finetune": Price(0.3, 1.2)})
+    pricing("openai:gpt-4o-mini", Usage(input_tokens=1000, output_tokens=200))   # -> 0.00027
+    pricing("vllm:my-model", Usage(...))                                          # -> None (unknown)
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rlmx.errors import ConfigError
+from rlmx.lm.base import Usage
+
+# rlmx provider prefix -> genai-prices provider id. A name mapping, not prices.
+CATALOG_PROVIDERS: dict[str, str] = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "openrouter": "openrouter",
+    "google": "google",
+    "gemini": "google",
+    "vertex": "google",
+    "groq": "groq",
+    "mistral": "mistral",
+    "deepseek": "deepseek",
+    "xai": "x-ai",
+    "x-ai": "x-ai",
+    "together": "together",
+    "fireworks": "fireworks",
+    "azure": "azure",
+    "bedrock": "aws",
+    "aws": "aws",
+    "cohere": "cohere",
+    "perplexity": "perplexity",
+}
+# Providers that run on the user's own machine: no per-token price.
+LOCAL_PROVIDERS = frozenset({"ollama", "llamacpp", "local"})
+PER_MILLION = 1_000_000
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens. Cached input defaults to the full input price (the cautious choice)."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+    cached_input_per_mtok: float | None = None
+
+    def __post_init__(self) -> None:
+        values = (self.input_per_mtok, self.output_per_mtok, self.cached_input_per_mtok)
+        if any(v is not None and v < 0 for v in values):
+            raise ConfigError(f"prices must be >= 0 USD per million tokens, got {self}")
+
+    def cost(self, usage: Usage) -> float:
+        cached = min(usage.cached_tokens, usage.input_tokens)
+        cached_price = (
+            self.input_per_mtok if self.cached_input_per_mtok is None else self.cached_input_per_mtok
+        )
+        return (
+            (usage.input_tokens - cached) * self.input_per_mtok
+            + cached * cached_price
+            + usage.output_tokens * self.output_per_mtok
+        ) / PER_MILLION
+
+
+def parse_price_spec(spec: str) -> tuple[str, Price]:
+    """`MODEL=IN,OUT[,CACHED]` (USD per million tokens) -> (model, Price)."""
+    model, sep, numbers = spec.rpartition("=")
+    parts = [p.strip() for p in numbers.split(",")] if sep else []
+    if not model.strip() or len(parts) not in (2, 3):
+        raise ConfigError(
+            f"bad price {spec!r}: write MODEL=IN,OUT in USD per million tokens, e.g. openai:my-model=0.5,1.5"
+        )
+    try:
+        values = [float(p) for p in parts]
+    except ValueError as exc:
+        raise ConfigError(f"bad price {spec!r}: {exc}; write e.g. openai:my-model=0.5,1.5") from exc
+    return model.strip(), Price(*values)
+
+
+def parse_price_specs(specs: list[str]) -> dict[str, Price]:
+    return dict(parse_price_spec(spec) for spec in specs)
+
+
+def price_from_config(value: Any, model: str) -> Price:
+    """A config-file entry: `[in, out]`, `[in, out, cached]` or `{input=..., output=..., cached_input=...}`."""
+    try:
+        if isinstance(value, Mapping):
+            return Price(
+                float(value["input"]),
+                float(value["output"]),
+                None if value.get("cached_input") is None else float(value["cached_input"]),
+            )
+        if isinstance(value, (list, tuple)) and len(value) in (2, 3):
+            return Price(*(float(v) for v in value))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"bad price for {model!r} in the config: {exc}") from exc
+    raise ConfigError(
+        f"bad price for {model!r} in the config: use [input, output] USD per million tokens or "
+        "{input = ..., output = ...}"
+    )
+
+
+def split_model(name: str) -> tuple[str, str]:
+    provider, sep, model = name.partition(":")
+    return (provider.lower(), model) if sep else ("", name)
+
+
+class Pricing:
+    """A pricer `(model_name, Usage) -> USD | None`: overrides, then local (free), then genai-prices."""
+
+    def __init__(self, overrides: Mapping[str, Price] | None = None, *, catalog: bool = True) -> None:
+        self.overrides = dict(overrides or {})
+        self.catalog = catalog
+
+    def __call__(self, model: str, usage: Usage) -> float | None:
+        price = self.override_for(model)
+        if price is not None:
+            return price.cost(usage)
+        provider, _ = split_model(model)
+        if provider in LOCAL_PROVIDERS:
+            return 0.0
+        return catalog_cost(model, usage) if self.catalog else None
+
+    def override_for(self, model: str) -> Price | None:
+        if model in self.overrides:
+            return self.overrides[model]
+        _, bare = split_model(model)
+        return self.overrides.get(bare)
+
+    def source(self, model: str) -> str | None:
+        """Where this model's price comes from, for messages; None when it has none."""
+        if self.override_for(model) is not None:
+            return "override"
+        if split_model(model)[0] in LOCAL_PROVIDERS:
+            return "local (free)"
+        if self.catalog and catalog_cost(model, Usage(input_tokens=1, output_tokens=1)) is not None:
+            return "genai-prices"
+        return None
+
+
+def catalog_cost(model: str, usage: Usage) -> float | None:
+    """The genai-prices price of `usage` for a `provider:model` name; None when the catalog lacks it."""
+    provider, bare = split_model(model)
+    provider_id = CATALOG_PROVIDERS.get(provider)
+    if provider_id is None or not bare:
+        return None
+    try:
+        import genai_prices
+    except ImportError:  # pragma: no cover - a core dependency, but a broken install should not crash runs
+        return None
+    cached = min(usage.cached_tokens, usage.input_tokens)
+    request = genai_prices.Usage(
+        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cache_read_tokens=cached
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the catalog warns about stale snapshots; prices still apply
+            result = genai_prices.calc_price(request, bare, provider_id=provider_id)
+    except LookupError:
+        return None
+    return float(result.total_price)
+
+
+def is_priced(pricer: Any, model: str) -> bool:
+    """Whether `pricer` can price `model` (it returns a number for a sample usage)."""
+    if pricer is None:
+        return False
+    return pricer(model, Usage(input_tokens=1_000, output_tokens=1_000)) is not None
+
+
+def default_pricing() -> Pricing:
+    return Pricing()

@@ -1,0 +1,244 @@
+"""The zygote: one warm, single-threaded process per run that holds the context and forks REPL workers.
+
+Started by the host as `python -m rlmx.sandbox.zygote CTRL_FD`, with a minimal environment. On its
+control socket it receives one SETUP frame (settings and the run's context payload), loads the context
+once, isolates itself (unless told not to), says ZYGOTE_READY (or ZYGOTE_FAILED with the reason), then
+answers SPAWN requests until SHUTDOWN or the host goes away. Each SPAWNED reply carries, as SCM_RIGHTS,
+the host's ends of the new worker's two pipes and a pidfd to kill it with.
+
+Isolated process tree (`--sandbox process`, the default)::
+
+    host -> O (waits; it entered the run's user namespace and made the zygote pid 1 of a PID namespace)
+              -> Z, the zygote: pid 1; mount/net/IPC/UTS namespaces; pivoted into a read-only view
+                   -> B, a worker's pid 1 (fresh PID, mount, net and IPC namespaces; /proc, /tmp)
+                        -> C, the worker: unprivileged, rlimits, serves the host on its pipes
+
+Killing B (the pidfd the host holds) ends the worker's whole PID namespace: nothing it started
+survives. Every process down the chain dies with its parent (PR_SET_PDEATHSIG). Without isolation
+(`process-unisolated`) the zygote forks C directly, in its own session, and only the rlimits, the
+minimal environment, the closed fds and a fresh working directory apply.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import socket
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+from rlmx.sandbox import isolation, wire, worker
+
+
+class Zygote:
+    def __init__(self, ctrl: socket.socket, config: dict[str, Any], ids: isolation.IdMap | None) -> None:
+        self.ctrl = ctrl
+        self.config = config
+        self.ids = ids  # None: not isolated
+        self.limits = isolation.ResourceLimits(**config["limits"])
+        self.scratch_mb = int(config["scratch_mb"])
+        self.pidns_fd = -1
+        self.spawned = 0
+        self.children: set[int] = set()
+
+    @property
+    def isolated(self) -> bool:
+        return self.ids is not None
+
+    # --- the loop -----------------------------------------------------------------------------------
+    def serve(self) -> None:
+        if self.isolated:
+            self.pidns_fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        signal.signal(signal.SIGCHLD, self._reap)
+        gc.freeze()  # the context's objects stay out of the collector's way: no copy-on-write by gc
+        try:
+            while True:
+                try:
+                    message, _ = wire.read_frame(self.ctrl.fileno())
+                except EOFError:
+                    return
+                if message["type"] == wire.SPAWN:
+                    self.spawn(message)
+                elif message["type"] == wire.SHUTDOWN:
+                    return
+                else:
+                    raise SystemExit(f"rlmx zygote: protocol violation: unexpected {message['type']!r}")
+        finally:
+            self.kill_all()
+
+    def _reap(self, signum: int = 0, frame: Any = None) -> None:
+        while True:
+            try:  # look first without reaping: the pid (and its group) cannot be reused meanwhile
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None or info.si_pid == 0:
+                return
+            pid = info.si_pid
+            if not self.isolated:  # what the worker started lives on in its session's group
+                self._killpg(pid)
+            os.waitpid(pid, 0)
+            self.children.discard(pid)
+
+    @staticmethod
+    def _killpg(pid: int) -> None:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+
+    def kill_all(self) -> None:
+        for pid in list(self.children):
+            if self.isolated:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+            else:
+                self._killpg(pid)
+
+    # --- workers ------------------------------------------------------------------------------------
+    def spawn(self, message: dict[str, Any]) -> None:
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        workdir = "" if self.isolated else tempfile.mkdtemp(prefix="rlmx-repl-", dir=self.config["tmp_base"])
+        uid = self._next_uid()
+        if self.isolated:
+            isolation.unshare(isolation.CLONE_NEWPID)
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                os.close(to_worker_w)
+                os.close(from_worker_r)
+                self._child(to_worker_r, from_worker_w, uid, workdir)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        if self.isolated:
+            isolation.setns(self.pidns_fd, isolation.CLONE_NEWPID)
+        self.children.add(pid)
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        pidfd = os.pidfd_open(pid)
+        reply = {"type": wire.SPAWNED, "id": message.get("id"), "pid": pid, "workdir": workdir}
+        try:
+            socket.send_fds(self.ctrl, [wire.encode(reply)], [to_worker_w, from_worker_r, pidfd])
+        finally:
+            for fd in (to_worker_w, from_worker_r, pidfd):
+                os.close(fd)
+
+    def _next_uid(self) -> int | None:
+        self.spawned += 1
+        if self.ids is None or self.ids.single:
+            return None
+        return self.ids.worker_ids[(self.spawned - 1) % len(self.ids.worker_ids)]
+
+    def _child(self, in_fd: int, out_fd: int, uid: int | None, workdir: str) -> None:
+        """In the new child: B (the worker's pid 1) when isolated, else the worker itself."""
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        isolation.set_parent_death_signal()
+        self.ctrl.close()
+        if self.pidns_fd >= 0:
+            os.close(self.pidns_fd)
+        if not self.isolated:
+            os.setsid()
+            self._worker(in_fd, out_fd, uid, workdir)
+            return
+        isolation.enter_worker_namespaces(scratch_mb=self.scratch_mb, uid=uid or 0)
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                self._worker(in_fd, out_fd, uid, "/tmp")
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(in_fd)
+        os.close(out_fd)
+        isolation.close_fds_except([])
+        while True:  # pid 1 of the worker's namespace: reap orphans; leave with the worker
+            try:
+                done, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                return
+            if done == pid:
+                os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+    def _worker(self, in_fd: int, out_fd: int, uid: int | None, workdir: str) -> None:
+        os.chdir(workdir)
+        os.environ.update(HOME=workdir, TMPDIR=workdir)
+        isolation.close_fds_except([in_fd, out_fd])
+        isolation.apply_rlimits(self.limits)
+        if self.isolated:
+            isolation.drop_privileges(uid)
+        worker.serve_forked(in_fd, out_fd)
+
+
+def _fail(ctrl: socket.socket, error: str) -> None:
+    ctrl.sendall(wire.encode({"type": wire.ZYGOTE_FAILED, "error": error}))
+
+
+def _isolate(ctrl: socket.socket, config: dict[str, Any]) -> isolation.IdMap | None:
+    """Enter the run's namespaces. Returns in the zygote (pid 1); the original process only waits."""
+    try:
+        ids = isolation.enter_user_namespace()
+        isolation.enter_run_namespaces()
+    except OSError as exc:
+        _fail(ctrl, f"cannot isolate model code here: {exc.strerror or exc}")
+        return None
+    pid = os.fork()
+    if pid:  # O: outlives nothing -- its death (PDEATHSIG) takes the zygote and every worker with it
+        ctrl.close()
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    isolation.set_parent_death_signal()
+    try:
+        first_uid = ids.worker_ids[0] if ids.worker_ids else 0
+        config["bound"] = isolation.build_view(config.get("readable", []), first_worker_uid=first_uid)
+    except OSError as exc:
+        _fail(ctrl, f"cannot build the sandbox's file view: {exc}")
+        os._exit(1)
+    return ids
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        del sys.path[0]  # `-m` put the working directory first; it is not part of the view
+    isolation.set_parent_death_signal()
+    ctrl = socket.socket(fileno=int(args[0]))
+    message, blob = wire.read_frame(ctrl.fileno())
+    if message.get("type") != wire.SETUP:
+        raise SystemExit("rlmx zygote: protocol violation: the first frame must be setup")
+    try:
+        context = worker.load_context(message.get("context_kind"), blob, message.get("context_options"))
+    except (OSError, ValueError) as exc:
+        _fail(ctrl, f"cannot load the context: {exc}")
+        return
+    del blob
+    worker.inherit_context(context)
+    ids = _isolate(ctrl, message) if message.get("isolated") else None
+    if message.get("isolated") and ids is None:
+        return
+    ready = {
+        "type": wire.ZYGOTE_READY,
+        "isolation": {
+            "namespaces": ids is not None,
+            "worker_ids": "none" if ids is None else "shared" if ids.single else "per-worker",
+            "readable": message.get("bound", []),
+        },
+    }
+    ctrl.sendall(wire.encode(ready))
+    Zygote(ctrl, message, ids).serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,297 @@
+"""The ASGI app of `rlmx serve` (Starlette): /v1/chat/completions, /v1/models, /health.
+
+A request becomes one RLM run (see rlmx.serve.chat). Runs are bounded by a gate with a queue (429 when
+full); a client that disconnects cancels its run, which kills the run's REPL workers. Every error has
+OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from rlmx.errors import RLMError
+from rlmx.serve import openai_shapes as shapes
+from rlmx.serve.chat import BadRequest, RunRequest, parse_chat_request
+from rlmx.serve.jobs import Busy, RunGate, RunJob
+from rlmx.serve.roots import PathRefused, as_context
+from rlmx.serve.settings import ServeSettings
+
+DRAIN_CAP = 64 * 2**20  # an oversized body is read (and dropped) up to this, so the client sees the 413
+TRACE_HEADER = "x-rlmx-trace-id"
+PATH_CODES = {400: "bad_path", 403: "path_not_allowed", 404: "path_not_found", 413: "context_too_large"}
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.code, self.param = status, message, code, param
+        self.headers = headers or {}
+
+    def response(self) -> JSONResponse:
+        body = shapes.error_body(self.status, self.message, code=self.code, param=self.param)
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+async def wait_for_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+class RunStream(StreamingResponse):
+    """Server-sent events for one run; the run is cancelled when the client goes away mid-stream."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], job: RunJob, headers: dict[str, str]) -> None:
+        super().__init__(chunks, media_type="text/event-stream", headers=headers)
+        self.job = job
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def stream() -> None:
+                    await self.stream_response(send)
+                    group.cancel_scope.cancel()
+
+                async def listen() -> None:
+                    await asyncio.sleep(1000)
+
+                group.start_soon(stream)
+                group.start_soon(listen)
+        finally:
+            with anyio.CancelScope(shield=True):
+                pass
+
+
+class ChatService:
+    def __init__(self, settings: ServeSettings) -> None:
+        self.settings = settings
+        self.gate = RunGate(settings.max_running, settings.max_queued)
+        self.started = int(time.time())
+
+    # --- plumbing -------------------------------------------------------------------------------------
+    def authorize(self, request: Request) -> None:
+        if self.settings.token is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), self.settings.token):
+            raise ApiError(
+                401,
+                "missing or wrong bearer token: send 'Authorization: Bearer <token>' (the server's "
+                "RLMX_SERVE_TOKEN / --token)",
+                headers={"www-authenticate": "Bearer"},
+            )
+
+    async def read_json(self, request: Request) -> Any:
+        limit = self.settings.max_request_bytes
+        declared = request.headers.get("content-length", "")
+        data = bytearray()
+        received = 0
+        too_big = declared.isdigit() and int(declared) > limit
+        async for piece in request.stream():
+            received += len(piece)
+            too_big = too_big or received > limit
+            if not too_big:
+                data += piece
+            elif received > DRAIN_CAP:
+                break  # past the cap the connection is dropped rather than read on
+        if too_big:
+            raise ApiError(
+                413,
+                f"the request body is larger than this server's limit of {limit:,} bytes; pass large "
+                "context as files under the server's roots (extra_body rlmx.paths) or raise --max-request-bytes",
+            )
+        try:
+            return json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+
+    def load_context(self, run: RunRequest) -> Any:
+        """Message and inline documents plus the confined server files (blocking: run in a thread)."""
+        docs = list(run.documents)
+        budget = self.settings.max_context_bytes - sum(len(d["text"]) for d in docs)
+        if budget < 0:
+            raise PathRefused(
+                f"the context is larger than this server's limit of {self.settings.max_context_bytes:,} bytes",
+                413,
+            )
+        if run.paths:
+            docs.extend(self.settings.roots.load(run.paths, max_bytes=budget))
+        return as_context(docs)
+
+    # --- endpoints ------------------------------------------------------------------------------------
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def models(self, request: Request) -> Response:
+        self.authorize(request)
+        return JSONResponse({"object": "list", "data": [self.model_card(p) for p in self.settings.profiles.values()]})
+
+    async def model(self, request: Request) -> Response:
+        self.authorize(request)
+        wanted = request.path_params["model_id"]
+        for profile in self.settings.profiles.values():
+            if wanted in (profile.served_name, profile.name):
+                return JSONResponse(self.model_card(profile))
+        raise ApiError(404, f"the model {wanted!r} does not exist on this server", code="model_not_found")
+
+    def model_card(self, profile: Any) -> dict[str, Any]:
+        return {
+            "id": profile.served_name,
+            "object": "model",
+            "created": self.started,
+            "owned_by": "rlmx",
+            "rlmx": {
+                "model": profile.model,
+                "sub_model": profile.sub_model or profile.model,
+                "limits": vars(profile.limits),
+                "description": profile.description,
+            },
+        }
+
+    async def chat(self, request: Request) -> Response:
+        self.authorize(request)
+        body = await self.read_json(request)
+        try:
+            run = parse_chat_request(body, self.settings.profiles, threshold=self.settings.context_threshold)
+        except BadRequest as exc:
+            raise ApiError(exc.status, str(exc), code=exc.code, param=exc.param) from exc
+        try:
+            ticket = self.gate.admit()
+        except Busy as exc:
+            raise ApiError(429, str(exc), headers={"retry-after": "5"}) from exc
+        try:
+            context = await asyncio.to_thread(self.load_context, run)
+        except PathRefused as exc:
+            ticket.close()
+            raise ApiError(exc.status, str(exc), code=PATH_CODES.get(exc.status), param="rlmx.paths") from exc
+        except BaseException:
+            ticket.close()
+            raise
+        run_id = uuid.uuid4().hex[:12]
+        settings = self.settings
+
+        def make_rlm(sink: Callable[[dict[str, Any]], None]) -> Any:
+            return run.profile.rlm(limits=run.limits, on_event=sink, trace=settings.trace, sandbox=settings.sandbox)
+
+        job = RunJob(
+            make_rlm,
+            ticket,
+            question=run.question,
+            context=context,
+            context_note=run.context_note,
+            output=run.output,
+            run_id=run_id,
+        )
+        headers = {TRACE_HEADER: run_id}
+        if run.stream:
+            return RunStream(self.chunks(job, run), job, {**headers, "cache-control": "no-cache"})
+        return await self.complete(request, job, run, headers)
+
+    async def complete(self, request: Request, job: RunJob, run: RunRequest, headers: dict[str, str]) -> Response:
+        watcher = asyncio.create_task(wait_for_disconnect(request.receive))
+        try:
+            await asyncio.wait({job.task}, return_when=asyncio.FIRST_COMPLETED)
+            pass
+        finally:
+            watcher.cancel()
+            pass
+        try:
+            result = job.task.result()
+        except RLMError as exc:
+            raise ApiError(400, str(exc), headers=headers) from exc
+        problem = shapes.failure(result, run.output is not None)
+        if problem is not None:
+            status, code, message = problem
+            body = shapes.error_body(status, message, code=code, rlmx=shapes.run_info(result))
+            return JSONResponse(body, status_code=status, headers=headers)
+        body = shapes.completion(result, run.profile.served_name, int(time.time()))
+        return JSONResponse(body, headers=headers)
+
+    async def chunks(self, job: RunJob, run: RunRequest) -> AsyncIterator[bytes]:
+        created, model, run_id = int(time.time()), run.profile.served_name, job.run_id
+        accepted = {"event": "accepted", "trace_id": run_id}
+        yield shapes.sse(shapes.chunk(run_id, model, created, {"role": "assistant", "content": ""}, rlmx=accepted))
+        while (event := await job.events.get()) is not None:
+            yield shapes.sse(shapes.chunk(run_id, model, created, {}, rlmx=event))
+        try:
+            result = await job.task
+        except RLMError as exc:
+            yield shapes.sse(shapes.error_body(400, str(exc)))
+            yield shapes.sse("[DONE]")
+            return
+        problem = shapes.failure(result, run.output is not None)
+        if problem is not None:
+            status, code, message = problem
+            yield shapes.sse(shapes.error_body(status, message, code=code, rlmx=shapes.run_info(result)))
+            yield shapes.sse("[DONE]")
+            return
+        yield shapes.sse(shapes.chunk(run_id, model, created, {"content": shapes.answer_content(result)}))
+        final = shapes.chunk(run_id, model, created, {}, finish=shapes.finish_reason(result), rlmx=shapes.run_info(result))
+        yield shapes.sse(final)
+        if run.include_usage:
+            yield shapes.sse(shapes.usage_chunk(run_id, model, created, result))
+        yield shapes.sse("[DONE]")
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def guarded(endpoint: Endpoint) -> Endpoint:
+    async def handle(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except ApiError as exc:
+            return exc.response()
+
+    return handle
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    status = int(getattr(exc, "status_code", 404))
+    message = f"{request.method} {request.url.path} is not an endpoint of rlmx serve" if status == 404 else str(exc)
+    return JSONResponse(shapes.error_body(status, message), status_code=status)
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    message = f"internal error: {type(exc).__name__}: {exc}"
+    return JSONResponse(shapes.error_body(500, message, code="internal_error"), status_code=500)
+
+
+def create_app(settings: ServeSettings) -> Starlette:
+    service = ChatService(settings)
+    routes = [
+        Route("/v1/chat/completions", guarded(service.chat), methods=["POST"]),
+        Route("/v1/models", guarded(service.models), methods=["GET"]),
+        Route("/v1/models/{model_id:path}", guarded(service.model), methods=["GET"]),
+        Route("/health", service.health, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={404: not_found, 405: not_found, Exception: internal_error},
+    )
+    app.state.service = service
+    return app

@@ -1,0 +1,95 @@
+"""Trace records -> progress snapshots for remote callers (streamed chunks, MCP progress notifications).
+
+Every model call is counted; a snapshot is produced only for the events worth showing: a root turn, root
+code run, a child RLM starting or ending, a limit, a rejected typed answer, the end of the run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+SUB_CALL_PURPOSES = ("llm_query", "fallback")
+
+
+@dataclass
+class ProgressTracker:
+    run_id: str = ""
+    turn: int = 0
+    calls: int = 0
+    sub_calls: int = 0
+    children_started: int = 0
+    children_done: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def update(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Take one trace record; return a snapshot when it is an event worth reporting."""
+        kind, depth = record.get("type"), record.get("depth", 0)
+        if kind == "run_start":
+            self.run_id = str(record.get("run_id", ""))
+            return self.snapshot("started", "run started")
+        if kind == "lm_call":
+            self.calls += 1
+            self.input_tokens += int(record.get("input_tokens") or 0)
+            self.output_tokens += int(record.get("output_tokens") or 0)
+            if record.get("purpose") in SUB_CALL_PURPOSES:
+                self.sub_calls += 1
+                return None
+            if depth == 0 and record.get("purpose") == "root":
+                self.turn = int(record.get("iteration") or self.turn + 1)
+                return self.snapshot("turn", f"turn {self.turn}: the root model replied")
+            return None
+        if kind == "exec" and depth == 0:
+            failed = " (it failed)" if record.get("error") else ""
+            return self.snapshot("code", f"turn {self.turn}: ran code{failed}")
+        if kind == "child_start":
+            self.children_started += 1
+            return self.snapshot("child_start", f"child RLM {self.children_started} started at depth {depth}")
+        if kind == "child_end":
+            self.children_done += 1
+            return self.snapshot("child_end", f"child RLM ended ({record.get('stopped_by')})")
+        if kind == "limit" and depth == 0:
+            return self.snapshot("limit", f"limit reached: {record.get('reason')}")
+        if kind == "output_rejected":
+            return self.snapshot("output_rejected", "the answer did not match the schema; asked to correct it")
+        if kind == "run_end":
+            return self.snapshot("done", f"run ended ({record.get('stopped_by')})")
+        return None
+
+    def snapshot(self, event: str, message: str) -> dict[str, Any]:
+        return {
+            "event": event,
+            "run_id": self.run_id,
+            "turn": self.turn,
+            "calls": self.calls,
+            "sub_calls": self.sub_calls,
+            "children_started": self.children_started,
+            "children_done": self.children_done,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "elapsed_s": round(time.monotonic() - self.started, 2),
+            "message": message,
+        }
+
+    def line(self) -> str:
+        """A one-line status, e.g. for an MCP progress message."""
+        tokens = self.input_tokens + self.output_tokens
+        return (
+            f"turn {self.turn} · {self.calls} model calls ({self.sub_calls} sub-calls) · "
+            f"{self.children_started} child runs · {tokens:,} tokens"
+        )
+
+
+def usage_line(result: Any) -> str:
+    """One line on what a finished run used: calls, tokens, cost, turns, time, why it stopped."""
+    usage = result.usage or {}
+    tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    cost = usage.get("cost_usd")
+    cost_text = f"${cost:.4f}" if isinstance(cost, (int, float)) else "cost unknown"
+    return (
+        f"{usage.get('calls', 0)} model calls · {tokens:,} tokens · {cost_text} · {result.iterations} turns · "
+        f"{result.elapsed_s:.1f} s · stopped by {result.stopped_by}"
+    )
