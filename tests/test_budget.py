@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+import rlmx.trace
 from observability_runs import (
     SCRIPTED,
     SCRIPTED_PRICE,
@@ -18,8 +20,6 @@ from observability_runs import (
     output_tokens_of,
     scripted_pricing,
 )
-
-import rlmx.trace
 from policies import is_forced_final, is_root, question, repl, turn
 from rlmx import RLM, ConfigError, Limits, ModelOptions, SandboxSettings
 from rlmx.engine.state import BUDGET_OUTPUT_TOKENS
@@ -41,7 +41,9 @@ def batched_children_policy(inflate: float = 1.0) -> Any:
             return "FINAL(forced answer)"
         if question(messages).startswith("child"):
             if turn(messages) == 0:
-                return repl(f"parts = llm_query_batched(['piece %d' % i for i in range({LEAVES})])\nprint(parts)")
+                return repl(
+                    f"parts = llm_query_batched(['piece %d' % i for i in range({LEAVES})])\nprint(parts)"
+                )
             return "FINAL_VAR(parts)"
         if turn(messages) == 0:
             return repl(f"res = rlm_query_batched(['child %d' % i for i in range({CHILDREN})])\nprint(res)")
@@ -62,7 +64,10 @@ def spend(requests: list[ScriptedRequest], inflate: float = 1.0) -> float:
     """USD the server's answers cost, from its own log: the tokens it reported, at the scripted price."""
     return sum(
         SCRIPTED_PRICE.cost(
-            Usage(input_tokens=int(input_tokens_of(r.messages) * inflate), output_tokens=output_tokens_of(r.body))
+            Usage(
+                input_tokens=int(input_tokens_of(r.messages) * inflate),
+                output_tokens=output_tokens_of(r.body),
+            )
         )
         for r in served(requests)
     )
@@ -130,10 +135,14 @@ def test_llm_query_batch_is_cut_mid_batch(tmp_path: Path) -> None:
         elif is_forced_final(messages):
             text = "FINAL(forced)"
         elif turn(messages) == 0:
-            text = repl("out = llm_query_batched(['q%d' % i for i in range(40)])\nprint(sum(o.startswith('[llm_query error]') for o in out), 'refused')")
+            text = repl(
+                "out = llm_query_batched(['q%d' % i for i in range(40)])\nprint(sum(o.startswith('[llm_query error]') for o in out), 'refused')"
+            )
         else:
             text = "FINAL(done)"
-        return Reply(text, input_tokens=input_tokens_of(messages), output_tokens=output_tokens_of(request.body))
+        return Reply(
+            text, input_tokens=input_tokens_of(messages), output_tokens=output_tokens_of(request.body)
+        )
 
     with ScriptedServer(policy) as srv:
         unlimited = run(srv, tmp_path, None, max_depth=1)
@@ -194,7 +203,10 @@ def test_unknown_price_refuses_the_run_before_any_call(tmp_path: Path) -> None:
     policy = batched_children_policy()
     with ScriptedServer(policy) as srv:
         rlm = RLM(
-            SCRIPTED, model_options=ModelOptions(base_url=srv.url), limits=Limits(max_cost_usd=1.0), trace=False
+            SCRIPTED,
+            model_options=ModelOptions(base_url=srv.url),
+            limits=Limits(max_cost_usd=1.0),
+            trace=False,
         )
         with pytest.raises(ConfigError, match=r"cannot be enforced: no price is known for openai:scripted"):
             rlm.run("q", "ctx")

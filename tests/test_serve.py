@@ -137,6 +137,11 @@ def test_long_message_parts_become_context_the_root_model_never_sees(
     )  # the short transcript travels
 
 
+def test_a_long_single_text_keeps_its_last_paragraph_as_the_question(serve: ServeProcess) -> None:
+    completion = ask(serve, BIG + "\n\nlist the documents")
+    assert json.loads(completion.choices[0].message.content) == {"single": len(BIG)}
+
+
 def test_extra_body_paths_and_inline_text(serve: ServeProcess) -> None:
     completion = client(serve).chat.completions.create(
         model="rlmx/scripted",

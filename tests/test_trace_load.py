@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from observability_runs import depth2_policy, run_depth2
 
 import rlmx.trace
+from observability_runs import depth2_policy, run_depth2
 from policies import is_root, repl, turn
 from rlmx import RLM, ConfigError, Limits, ModelOptions
 from rlmx.testing import ScriptedServer
@@ -41,7 +41,9 @@ def test_usage_equals_the_sum_of_every_lm_call_record(depth2: tuple[Any, Path, l
         at_depth = [r for r in calls if r["depth"] == depth]
         assert at_depth, f"no calls at depth {depth}"
         assert result.usage["by_depth"][str(depth)]["calls"] == len(at_depth)
-        assert result.usage["by_depth"][str(depth)]["input_tokens"] == sum(r["input_tokens"] for r in at_depth)
+        assert result.usage["by_depth"][str(depth)]["input_tokens"] == sum(
+            r["input_tokens"] for r in at_depth
+        )
     assert result.usage["wall_time_s"] > 0
     # and the loader's own recomputation says the same
     recomputed = rlmx.trace.load(path).usage()

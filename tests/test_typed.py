@@ -144,20 +144,10 @@ def test_cli_output_schema_prints_the_validated_json(tmp_path: Path) -> None:
     schema_file = tmp_path / "schema.json"
     schema_file.write_text(json.dumps(Tally.model_json_schema()))
     policy = replay('FINAL({"label": "a", "count": "3x"})', 'FINAL({"label": "a", "count": 3})')
+    cli = [sys.executable, "-m", "rlmx.cli", "ask", "q", "--model", "openai:scripted"]
     with ScriptedServer(policy) as srv:
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "rlmx.cli",
-                "ask",
-                "q",
-                "--model",
-                "openai:scripted",
-                "--base-url",
-                srv.url,
-            ]
-            + ["--output-schema", str(schema_file), "--quiet", "--no-trace"],
+            [*cli, "--base-url", srv.url, "--output-schema", str(schema_file), "--quiet", "--no-trace"],
             capture_output=True,
             text=True,
             env=dict(os.environ),
@@ -166,18 +156,7 @@ def test_cli_output_schema_prints_the_validated_json(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"label": "a", "count": 3}
     missing = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlmx.cli",
-            "ask",
-            "q",
-            "--model",
-            "openai:x",
-            "--base-url",
-            "http://127.0.0.1:9",
-        ]
-        + ["--output-schema", str(tmp_path / "nope.json")],
+        [*cli, "--base-url", "http://127.0.0.1:9", "--output-schema", str(tmp_path / "nope.json")],
         capture_output=True,
         text=True,
         timeout=60,

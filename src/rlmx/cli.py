@@ -30,8 +30,26 @@ def _root() -> None:
 def ask(
     question: Annotated[str, typer.Argument(help="The question to answer.")],
     context: Annotated[
-        list[str], typer.Option("--context", "-c", help="A file, folder or '-' for stdin; repeatable.")
+        list[str],
+        typer.Option(
+            "--context",
+            "-c",
+            help="A file (text, PDF, HTML, JSONL, CSV, JSON), a folder (recursive) or '-' for stdin; repeatable.",
+        ),
     ] = [],  # noqa: B006
+    include: Annotated[
+        list[str], typer.Option(help="Only files matching this glob in --context folders; repeatable.")
+    ] = [],  # noqa: B006
+    exclude: Annotated[
+        list[str], typer.Option(help="Leave out files and folders matching this glob; repeatable.")
+    ] = [],  # noqa: B006
+    no_gitignore: Annotated[
+        bool, typer.Option("--no-gitignore", help="Read files that .gitignore files exclude.")
+    ] = False,
+    prefilter: Annotated[
+        str | None,
+        typer.Option(help="Narrow the context to the K best chunks for the question first: bm25:K."),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(
@@ -87,6 +105,13 @@ def ask(
     trace_full: Annotated[
         bool, typer.Option("--trace-full", help="Keep whole message texts in the trace (default: excerpts).")
     ] = False,
+    sandbox: Annotated[
+        str,
+        typer.Option(
+            help="Where model-written code runs: process (isolated; refuses where it cannot isolate), "
+            "process-unisolated (reduced isolation, recorded in the trace), local (UNSAFE: in this process)."
+        ),
+    ] = "process",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
     output_schema: Annotated[
         Path | None,
@@ -97,7 +122,8 @@ def ask(
 ) -> None:
     """Answer QUESTION about the given context with a Recursive Language Model."""
     from rlmx.config import choose_models, load_config, parse_depth_models, resolve_models
-    from rlmx.context.loaders import load_contexts
+    from rlmx.context.loaders import context_from_specs
+    from rlmx.context.prefilter import Prefilter
     from rlmx.engine.progress import progress_sink
     from rlmx.pricing import Pricing, parse_price_specs
     from rlmx.rlm import RLM
@@ -117,7 +143,9 @@ def ask(
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    ctx = load_contexts(context)
+    sandbox_settings = sandbox_choice(sandbox)
+    ctx = context_from_specs(context, include=include, exclude=exclude, gitignore=not no_gitignore)
+    prefilter_spec = Prefilter.parse(prefilter)
     output = None
     if output_schema is not None:
         from rlmx.typed import load_schema_file
@@ -137,7 +165,9 @@ def ask(
         trace=False if no_trace else (trace or True),
         pricer=Pricing({**cfg.prices, **parse_price_specs(price)}),
         allow_unpriced=allow_unknown_price,
+        prefilter=prefilter_spec,
         excerpt_chars=0 if trace_full else 2_000,
+        sandbox=sandbox_settings,
     )
     with progress_sink(sys.stderr, quiet=quiet) as sink:
         rlm.on_event = sink
@@ -164,6 +194,25 @@ def ask(
 
 
 state: dict[str, Any] = {"debug": False}
+
+SANDBOX_WARNINGS = {
+    "process-unisolated": "rlmx: warning: model-written code runs without namespaces (reduced isolation; "
+    "see docs/security.md)",
+    "local": "rlmx: warning: model-written code runs INSIDE this process, UNSAFE (trusted code only)",
+}
+
+
+def sandbox_choice(backend: str) -> Any:
+    """The --sandbox choice as settings; a reduced one is said on stderr (and recorded in the trace)."""
+    from rlmx.sandbox.base import SandboxSettings
+
+    try:
+        settings = SandboxSettings(backend=backend)
+    except ValueError as exc:
+        raise ConfigError(str(exc).replace("SandboxSettings: ", "--sandbox: ")) from exc
+    if backend in SANDBOX_WARNINGS:
+        sys.stderr.write(SANDBOX_WARNINGS[backend] + "\n")
+    return settings
 
 
 def _register_commands() -> None:

@@ -44,6 +44,10 @@ class ProtocolViolation(SandboxError):
     """The worker sent something the wire protocol does not allow."""
 
 
+class SandboxUnavailable(SandboxError):
+    """The default sandbox cannot isolate model code on this machine, so it refuses to run it."""
+
+
 class BudgetExhausted(RLMError):
     """A limit forbids another model call."""
 

@@ -124,6 +124,7 @@ class Pricing:
     def __init__(self, overrides: Mapping[str, Price] | None = None, *, catalog: bool = True) -> None:
         self.overrides = dict(overrides or {})
         self.catalog = catalog
+        self._not_in_catalog: set[str] = set()  # a catalog miss is slow (a scan) and never changes
 
     def __call__(self, model: str, usage: Usage) -> float | None:
         price = self.override_for(model)
@@ -132,7 +133,12 @@ class Pricing:
         provider, _ = split_model(model)
         if provider in LOCAL_PROVIDERS:
             return 0.0
-        return catalog_cost(model, usage) if self.catalog else None
+        if not self.catalog or model in self._not_in_catalog:
+            return None
+        cost = catalog_cost(model, usage)
+        if cost is None:
+            self._not_in_catalog.add(model)
+        return cost
 
     def override_for(self, model: str) -> Price | None:
         if model in self.overrides:
@@ -146,7 +152,7 @@ class Pricing:
             return "override"
         if split_model(model)[0] in LOCAL_PROVIDERS:
             return "local (free)"
-        if self.catalog and catalog_cost(model, Usage(input_tokens=1, output_tokens=1)) is not None:
+        if self.catalog and self(model, Usage(input_tokens=1, output_tokens=1)) is not None:
             return "genai-prices"
         return None
 
@@ -181,5 +187,11 @@ def is_priced(pricer: Any, model: str) -> bool:
     return pricer(model, Usage(input_tokens=1_000, output_tokens=1_000)) is not None
 
 
+_DEFAULT: list[Pricing] = []
+
+
 def default_pricing() -> Pricing:
-    return Pricing()
+    """The catalog-only pricer every run uses unless given one (shared, so its miss memo is too)."""
+    if not _DEFAULT:
+        _DEFAULT.append(Pricing())
+    return _DEFAULT[0]

@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rlmx.context.metadata import describe
+from rlmx.context.context import Context
+from rlmx.context.prefilter import Prefilter
 from rlmx.engine.events import Emitter, Sink, TraceWriter, default_trace_dir, excerpt
 from rlmx.engine.ledger import Ledger
 from rlmx.engine.node import Node, NodeResult, answer_text
@@ -22,7 +23,8 @@ from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import LM
 from rlmx.lm.cache import ResponseCache, open_cache, with_cache
 from rlmx.lm.registry import ModelOptions, resolve_model
-from rlmx.sandbox.base import ContextPayload, Sandbox, SandboxSettings
+from rlmx.sandbox.base import BACKENDS, SandboxFactory, SandboxSettings
+from rlmx.sandbox.search import default_cache_dir
 from rlmx.typed import OutputSpec
 
 TraceOption = "bool | str | Path | None"
@@ -59,16 +61,13 @@ class RunResult:
         }
 
 
-def make_sandbox_factory(settings: SandboxSettings) -> Callable[[], Sandbox]:
-    if settings.backend == "process":
-        from rlmx.sandbox.process import ProcessSandbox
+def make_sandbox_factory(settings: SandboxSettings) -> Callable[[], SandboxFactory]:
+    """Checks the backend now; each run calls the result once for its own sandboxes (one zygote a run)."""
+    from rlmx.sandbox.backends import open_sandboxes
 
-        return lambda: ProcessSandbox(settings)
-    if settings.backend == "local":
-        from rlmx.sandbox.local import LocalSandbox
-
-        return lambda: LocalSandbox(settings)
-    raise ConfigError(f"unknown sandbox backend {settings.backend!r}; use 'process' or 'local'")
+    if settings.backend not in BACKENDS:
+        raise ConfigError(f"unknown sandbox backend {settings.backend!r}; use one of: {', '.join(BACKENDS)}")
+    return lambda: open_sandboxes(settings)
 
 
 @dataclass
@@ -88,6 +87,9 @@ class RLM:
     excerpt_chars: int = 2_000  # cap of message excerpts in the trace; 0 keeps whole texts (--trace-full)
     allow_unpriced: bool = False  # with max_cost_usd: run even when a model has no known price
     cache: ResponseCache | str | Path | bool | None = None  # True: the default file; a path; a ResponseCache
+    # "bm25:50": before the loop, narrow the context to the 50 chunks that best match the question
+    # (also "vector:K", "hybrid:K"; see rlmx.context.prefilter). None: the model sees the whole context.
+    prefilter: str | Prefilter | None = None
 
     def __post_init__(self) -> None:
         cache = self.cache if isinstance(self.cache, ResponseCache) else open_cache(self.cache)
@@ -148,23 +150,28 @@ class RLM:
             sinks.extend(self.on_event if isinstance(self.on_event, list) else [self.on_event])
         emitter = Emitter(sinks)
         ledger = Ledger(self.limits)
+        sandboxes = self._sandbox_factory()  # this run's REPLs; the process backends share one zygote
         state = RunState(
             limits=self.limits,
             models=self._models,
             ledger=ledger,
             emitter=emitter,
-            sandbox_factory=self._sandbox_factory,
+            sandbox_factory=sandboxes,
             sandbox_settings=self.sandbox,
             history_settings=self.history,
             pricer=pricer,
             excerpt_chars=self.excerpt_chars,
         )
-        meta = describe(context, note=context_note)
+        ctx = Context.of(context)  # a value, a Context (files, folders), or pathlib paths
+        meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
+        payload = ctx.payload(
+            query=question, prefilter=self.prefilter, note=context_note, cache_dir=default_cache_dir()
+        )
         root = Node(
             state,
             depth=0,
             question=question,
-            payload=ContextPayload.of(context),
+            payload=payload,
             meta=meta,
             parent_id=None,
             output=output_spec,
@@ -203,6 +210,7 @@ class RLM:
                 elapsed_s=round(time.monotonic() - started, 3),
             )
         finally:
+            await sandboxes.aclose()
             if writer:
                 writer.close()
         return RunResult(

@@ -60,7 +60,7 @@ class OutputSpec:
                 raise ConfigError(
                     f"output: {target!r} is neither a JSON schema dict nor a type pydantic can validate: {exc}"
                 ) from exc
-            self.name = name or getattr(target, "__name__", "answer")
+            self.name = name or str(getattr(target, "__name__", "answer"))
 
     @classmethod
     def of(cls, output: Any) -> OutputSpec | None:

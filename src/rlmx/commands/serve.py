@@ -11,7 +11,9 @@ from rlmx.errors import ConfigError
 
 
 def missing_extra(exc: ModuleNotFoundError, extra: str) -> ConfigError:
-    return ConfigError(f"{exc.name} is not installed: install the {extra} extra with pip install 'rlmx[{extra}]'")
+    return ConfigError(
+        f"{exc.name} is not installed: install the {extra} extra with pip install 'rlmx[{extra}]'"
+    )
 
 
 def serve(
@@ -26,7 +28,9 @@ def serve(
     config: Annotated[
         Path | None, typer.Option(help="TOML file of profiles ([profiles.NAME] tables); see docs/serve.md.")
     ] = None,
-    max_depth: Annotated[int, typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs.")] = 1,
+    max_depth: Annotated[
+        int, typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs.")
+    ] = 1,
     max_iterations: Annotated[int, typer.Option(help="Default profile: turns per RLM.")] = 30,
     max_llm_calls: Annotated[int, typer.Option(help="Default profile: model calls per run.")] = 200,
     max_cost_usd: Annotated[float | None, typer.Option(help="Default profile: USD per run.")] = None,
@@ -61,10 +65,10 @@ def serve(
     from rlmx.serve.settings import ServeSettings, resolve_token
 
     try:
-        from rlmx.serve.server import run_server
-
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
+
+        from rlmx.serve.server import run_server
     except ModuleNotFoundError as exc:
         raise missing_extra(exc, "serve") from exc
     auth_token = resolve_token(token, no_auth=no_auth, host=host)

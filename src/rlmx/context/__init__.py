@@ -15,7 +15,7 @@ _EXPORTS = {
     "load_payload": "rlmx.context.payload",
     "describe": "rlmx.context.metadata",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = ["Context", "LoadOptions", "LoadedContext", "Prefilter", "describe", "load_payload"]
 
 if TYPE_CHECKING:
     from rlmx.context.context import Context

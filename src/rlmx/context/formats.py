@@ -75,7 +75,10 @@ def _records(text: str, fmt: str, path: str, note: str | None) -> FileRead:
         try:
             return FileRead(value=json.loads(text), note=note)
         except json.JSONDecodeError as exc:
-            return FileRead(text=text, note=_join(note, f"not valid JSON ({exc.msg} at line {exc.lineno}); loaded as text"))
+            return FileRead(
+                text=text,
+                note=_join(note, f"not valid JSON ({exc.msg} at line {exc.lineno}); loaded as text"),
+            )
     if fmt == "jsonl":
         records, bad = jsonl_records(text)
         if bad:
@@ -137,6 +140,7 @@ def pdf_text(data: bytes) -> FileRead:
 
 # ----------------------------------------------------------------------------- HTML
 
+_PRE_SPACE, _PRE_TAB = "\ue000", "\ue001"
 _SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "svg"})
 _BLOCK_TAGS = frozenset(
     "address article aside blockquote br dd div dl dt fieldset figcaption figure footer form h1 h2 h3 h4 "
@@ -170,7 +174,12 @@ class _TextExtractor(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self.skipping:
             return
-        self.parts.append(data if self.pre else " ".join(data.split()) + (" " if data[-1:].isspace() else ""))
+        if self.pre:  # spaces kept through the line clean-up below as a private-use character
+            self.parts.append(data.replace(" ", _PRE_SPACE).replace("\t", _PRE_TAB))
+            return
+        lead = " " if data[:1].isspace() else ""
+        trail = " " if data[-1:].isspace() and data.strip() else ""
+        self.parts.append(lead + " ".join(data.split()) + trail)
 
 
 def html_text(html: str) -> str:
@@ -183,4 +192,4 @@ def html_text(html: str) -> str:
     for line in lines:
         if line or (out and out[-1]):
             out.append(line)
-    return "\n".join(out).strip() + "\n"
+    return "\n".join(out).strip().replace(_PRE_SPACE, " ").replace(_PRE_TAB, "\t") + "\n"

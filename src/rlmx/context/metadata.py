@@ -89,6 +89,10 @@ def _n(value: int) -> str:
     return f"{value:,}"
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{_n(count)} {noun}{'' if count == 1 else 's'}"
+
+
 def _sizes_line(label: str, sizes: list[int], unit: str) -> str:
     if not sizes:
         return f"{label}: none."
@@ -119,12 +123,14 @@ def render(stats: dict[str, Any], *, note: str | None = None) -> str:
     elif kind == "documents":
         chars = stats["chars"]
         lines.append(
-            f"Your context is a list of {_n(stats['count'])} documents (dicts with 'path' and 'text'), "
+            f"Your context is a list of {_plural(stats['count'], 'document')} (dicts with 'path' and 'text'), "
             f"{about}{_n(chars)} {unit} in all (about {_n(estimate_tokens(chars))} tokens)."
         )
         lines.append(_sizes_line("Document sizes", stats.get("sizes", []), unit))
         if stats.get("folders"):
-            lines.append("Top-level folders: " + _counts(stats["folders"], stats["n_folders"], "folders") + ".")
+            lines.append(
+                "Top-level folders: " + _counts(stats["folders"], stats["n_folders"], "folders") + "."
+            )
         if stats.get("extensions"):
             lines.append("File types: " + _counts(stats["extensions"], stats["n_extensions"], "types") + ".")
         paths = stats.get("paths", [])
@@ -162,8 +168,8 @@ def _loading_lines(stats: dict[str, Any]) -> list[str]:
         )
     elif filtered:
         lines.append(
-            f"This is a FILTERED VIEW: the {_n(filtered['kept'])} chunks (of {_n(filtered['chunks'])}) that best "
-            f"match the question by {filtered['method']} search over the full context "
+            f"This is a FILTERED VIEW: the {_plural(filtered['kept'], 'chunk')} (of {_n(filtered['chunks'])}) "
+            f"that best match the question by {filtered['method']} search over the full context "
             f"({_n(filtered['source_chars'])} characters in {_n(filtered['source_documents'])} documents). "
             "Each is a dict with 'path', 'line_no' (its first line in that file), 'score' and 'text', in "
             "their original order. The rest of the context is not available: say so if the answer may be "
@@ -173,10 +179,12 @@ def _loading_lines(stats: dict[str, Any]) -> list[str]:
     if skipped and skipped.get("count"):
         reasons = ", ".join(f"{_n(n)} {r}" for r, n in skipped["by_reason"].items())
         examples = "; ".join(skipped.get("examples", []))
-        lines.append(f"Left out {_n(skipped['count'])} files ({reasons}), e.g. {examples}.")
+        lines.append(f"Left out {_plural(skipped['count'], 'file')} ({reasons}), e.g. {examples}.")
     notes = stats.get("notes")
     if notes and notes.get("count"):
-        lines.append(f"Notes on {_n(notes['count'])} files: " + "; ".join(notes.get("examples", [])) + ".")
+        lines.append(
+            f"Notes on {_plural(notes['count'], 'file')}: " + "; ".join(notes.get("examples", [])) + "."
+        )
     return lines
 
 

@@ -67,13 +67,16 @@ def load_payload(payload: ContextPayload) -> LoadedContext:
     if prefilter and value is not None:
         from rlmx.context.prefilter import apply_prefilter
 
-        value, filtered = apply_prefilter(
-            value,
-            query=str(prefilter["query"]),
-            method=str(prefilter.get("method", "bm25")),
-            k=int(prefilter["k"]),
-            cache_dir=payload.options.get("cache_dir"),
-        )
+        try:
+            value, filtered = apply_prefilter(
+                value,
+                query=str(prefilter["query"]),
+                method=str(prefilter.get("method", "bm25")),
+                k=int(prefilter["k"]),
+                cache_dir=payload.options.get("cache_dir"),
+            )
+        except RuntimeError as exc:  # a missing search library: a clear start-up error, not a crash
+            raise ValueError(f"the {prefilter.get('method', 'bm25')} pre-filter failed: {exc}") from exc
     stats = stats_of(value)
     if skipped:
         stats["skipped"] = tally(skipped)

@@ -28,7 +28,7 @@ class Prefilter:
 
     @classmethod
     def parse(cls, spec: str | Prefilter | None) -> Prefilter | None:
-        """"bm25:50" (method:K), "bm25" (K = 50), a Prefilter, or None / "" / "off" for no pre-filter."""
+        """ "bm25:50" (method:K), "bm25" (K = 50), a Prefilter, or None / "" / "off" for no pre-filter."""
         if spec is None or isinstance(spec, Prefilter):
             return spec
         text = str(spec).strip().lower()
@@ -40,6 +40,15 @@ class Prefilter:
         return cls(method, int(k) if k else 50)
 
     def options(self, query: str) -> dict[str, Any]:
+        """What the worker needs; raises ConfigError at once when the method's libraries are missing."""
+        from importlib.util import find_spec
+
+        from rlmx.sandbox import search, vectors
+
+        if find_spec("bm25s") is None:
+            raise ConfigError(f"the pre-filter {search.BM25_HINT}")
+        if self.method != "bm25" and not vectors.available():
+            raise ConfigError(f"the {self.method} pre-filter: {vectors.VECTOR_HINT}")
         return {"method": self.method, "k": self.k, "query": query}
 
 
@@ -71,7 +80,12 @@ def apply_prefilter(
         return value, {**info, "kept": 0}
     hits.sort(key=lambda h: h.start)
     docs = [
-        {"path": h.path if h.path is not None else "context", "line_no": h.line_no, "score": round(h.score, 4), "text": h.text}
+        {
+            "path": h.path if h.path is not None else "context",
+            "line_no": h.line_no,
+            "score": round(h.score, 4),
+            "text": h.text,
+        }
         for h in hits
     ]
     return docs, {**info, "kept": len(docs)}

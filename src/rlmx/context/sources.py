@@ -69,7 +69,7 @@ class Manifest:
 def _spec(patterns: Iterable[str]) -> Any:
     import pathspec
 
-    return pathspec.PathSpec.from_lines("gitwildmatch", list(patterns))
+    return pathspec.GitIgnoreSpec.from_lines(list(patterns))
 
 
 def _gitignore_spec(path: Path) -> Any | None:
@@ -143,7 +143,9 @@ class _Walker:
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:
-            self.manifest.skipped.append((name_prefix + rel_dir or ".", f"unreadable folder ({exc.strerror})"))
+            self.manifest.skipped.append(
+                (name_prefix + rel_dir or ".", f"unreadable folder ({exc.strerror})")
+            )
             return
         for entry in entries:
             rel = rel_dir + entry.name
@@ -169,7 +171,9 @@ class _Walker:
             if not stat.S_ISREG(info.st_mode):
                 self.manifest.skipped.append((name, f"not a regular file ({_file_type(info.st_mode)})"))
                 continue
-            self.manifest.files.append(FileEntry(os.path.abspath(entry.path), name, info.st_size, format_of(name)))
+            self.manifest.files.append(
+                FileEntry(os.path.abspath(entry.path), name, info.st_size, format_of(name))
+            )
 
     def _excluded(self, rel: str, is_dir: bool, levels: list[_Level]) -> bool:
         if self.exclude is not None and self.exclude.match_file(rel + ("/" if is_dir else "")):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from rlmx.context.metadata import describe
+from rlmx.context.metadata import describe, render
 from rlmx.engine import prompts
 from rlmx.engine.events import excerpt
 from rlmx.engine.history import History
@@ -138,6 +138,7 @@ class Node:
         if self.output is not None:
             system = system.rstrip("\n") + "\n\n" + self.output.prompt()
         self.history.append({"role": "system", "content": system})
+        await self._measured_meta()
         self.history.append({"role": "user", "content": f"{self.meta}\n\nQuestion: {self.question}"})
         for iteration in range(1, limits.max_iterations + 1):
             self.iteration = iteration
@@ -254,6 +255,16 @@ class Node:
             rpc_calls=result.rpc_calls,
         )
         return result
+
+    async def _measured_meta(self) -> None:
+        """Files and pre-filtered contexts are measured by the worker that loads them (exact sizes, files
+        left out, the filtered view): wait for it and use its figures in the first prompt."""
+        if self.payload.kind != "files" and not self.payload.options.get("prefilter"):
+            return
+        await self._ready()
+        stats = getattr(self.sandbox, "context_stats", None)
+        if stats:
+            self.meta = render(stats, note=self.payload.options.get("note"))
 
     async def _ready(self) -> None:
         """Wait for the REPL started beside the first model call; a failed start raises SandboxError."""

@@ -20,7 +20,7 @@ FORMAT = (
     "documents you used, comma-separated."
 )
 RELEVANT_ASK = "Which of the documents below are needed to answer the question?"
-DOC_CHARS = 1_100  # average synthetic document size, for sizing the world
+DOC_CHARS = 980  # average synthetic document size, for sizing the world
 
 
 def slug(name: str) -> str:
@@ -51,10 +51,10 @@ class DocMultihop:
         rng = rng_for(self.name, variant, size_tokens, seed, index)
         hot = sources.hotpot() if variant == "hotpotqa" else None
         if hot is not None:
-            docs, question, gold, gold_docs, hops, wrong = self._hotpot(hot, size_tokens, rng)
+            docs, question, gold, gold_docs, hops, wrong, twins = self._hotpot(hot, size_tokens, rng)
             source = hot.source
         else:
-            docs, question, gold, gold_docs, hops, wrong = self._synthetic(size_tokens, index, rng)
+            docs, question, gold, gold_docs, hops, wrong, twins = self._synthetic(size_tokens, index, rng)
             source = self.sources["synthetic"]
         by_path = {d["path"]: d["text"] for d in docs}
         return EvalItem(
@@ -65,7 +65,7 @@ class DocMultihop:
             question=f"{question}\n{FORMAT}",
             context=docs,
             gold=gold,
-            spec={"hops": hops, "gold_docs": gold_docs, "n_docs": len(docs)},
+            spec={"hops": hops, "gold_docs": gold_docs, "near_duplicates": twins, "n_docs": len(docs)},
             key={"gold_docs": {p: by_path[p] for p in gold_docs}, "wrong": wrong},
             source=source,
         )
@@ -81,7 +81,8 @@ class DocMultihop:
         rng.shuffle(docs)
         gold_docs = [f"wiki/{slug(n)}" for n in names[:-1]]
         wrong = twin_answer if twin_answer != names[-1] else "unknown"
-        return docs, f"What is {phrase}?", names[-1], gold_docs, len(relations), wrong
+        twin_docs = [f"wiki/{slug(n)}" for n in twins]
+        return docs, f"What is {phrase}?", names[-1], gold_docs, len(relations), wrong, twin_docs
 
     def _hotpot(self, hot: sources.Hotpot, size_tokens: int, rng: Any) -> tuple[Any, ...]:
         q = rng.choice(hot.questions)
@@ -99,7 +100,8 @@ class DocMultihop:
                 docs.append({"path": title, "text": own[title]})
                 budget -= len(title) + len(own[title]) + 9
         rng.shuffle(docs)
-        return docs, q.question, q.answer, list(q.gold_titles), 2, "unknown"
+        distractors = [t for t in q.titles if t not in q.gold_titles]  # HotpotQA's own retrieved distractors
+        return docs, q.question, q.answer, list(q.gold_titles), 2, "unknown", distractors
 
     def score(self, answer: str, item: EvalItem) -> Score:
         text, cited = split_answer(answer)

@@ -4,6 +4,10 @@ The key is a SHA-256 of the model's identity (provider, model and endpoint), the
 parameters that change a reply (output cap, temperature). A hit returns the stored text with
 `cached=True` and zero usage: the ledger books neither a call nor a cost, and the trace marks the
 `lm_call` with `cache_hit`. Only successful replies are stored.
+
+Run bookkeeping that the engine writes into prompts (the "model calls left" counter of a turn
+header) is masked in the key: cache hits are not calls, so a replayed run would otherwise see other
+counters than the run that filled the cache, and miss on every turn after the first.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -21,6 +26,7 @@ from rlmx.errors import ConfigError
 from rlmx.lm.base import LM, CallSettings, LMResponse, Message
 
 SCHEMA_VERSION = 1
+VOLATILE = re.compile(r"(model calls left in the run: )\d+")  # engine/node.py's turn header
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
@@ -48,11 +54,15 @@ def cache_key(identity: str, messages: list[Message], settings: CallSettings) ->
     payload = {
         "v": SCHEMA_VERSION,
         "model": identity,
-        "messages": [{"role": m.get("role"), "content": m.get("content")} for m in messages],
+        "messages": [{"role": m.get("role"), "content": _stable(m.get("content"))} for m in messages],
         "params": {"max_output_tokens": settings.max_output_tokens, "temperature": settings.temperature},
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _stable(content: Any) -> Any:
+    return VOLATILE.sub(r"\1N", content) if isinstance(content, str) else content
 
 
 class ResponseCache:

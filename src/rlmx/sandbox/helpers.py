@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 __all__ = ["Match", "TextView", "grep", "partition", "peek"]
@@ -349,8 +350,6 @@ def _item_cuts(lengths: list[int], n: int | None, size: int | None) -> list[int]
 def _resolve_mode(context: object, view: TextView, by: str) -> str:
     if by not in _MODES:
         raise ValueError(f"partition: by must be one of {', '.join(map(repr, _MODES))}, got {by!r}")
-    if by == "tokens":
-        raise NotImplementedError("by='tokens' needs token counting; use by='chars'")
     if by != "auto":
         return by
     if isinstance(context, str):
@@ -368,6 +367,7 @@ def partition(
     size: int | None = None,
     by: str = "auto",
     overlap: int = 0,
+    count: Callable[[list[str]], list[int]] | None = None,
 ) -> list:
     """Split a context into a list of non-empty chunks.
 
@@ -378,6 +378,9 @@ def partition(
     count for items/documents) or ``size`` (max characters, or max items, per chunk), not
     both; neither makes chunks of about 100,000 characters. ``overlap`` repeats up to that
     many characters (whole lines for "lines") or items from the end of the previous chunk.
+    by="tokens" splits the text view into str chunks of at most ``size`` tokens (default 25,000),
+    or ``n`` chunks of equal token counts, at line ends; ``overlap`` is then in tokens. It needs
+    ``count`` (exact token counts of a batch of texts), which the REPL's ``partition`` passes.
     """
     view = TextView(context) if view is None else view
     mode = _resolve_mode(context, view, by)
@@ -387,6 +390,13 @@ def partition(
     _check_count("size", size)
     if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 0:
         raise ValueError(f"partition: overlap must be an int >= 0, got {overlap!r}")
+
+    if mode == "tokens":
+        if count is None:
+            raise NotImplementedError("by='tokens' needs token counting: pass count= (the REPL's partition does)")
+        from rlmx.sandbox.tokens import partition_text  # stdlib at import; counting is `count`'s job
+
+        return partition_text(context if isinstance(context, str) else view.text, n, size, overlap, count)
 
     if mode in ("lines", "chars"):
         text = context if isinstance(context, str) else view.text

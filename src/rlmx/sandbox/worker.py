@@ -20,7 +20,7 @@ import traceback
 from collections import deque
 from typing import Any
 
-from rlmx.sandbox import helpers, wire
+from rlmx.sandbox import helpers, search, tokens, wire
 
 RESERVED = frozenset(
     "context ctx llm_query llm_query_batched rlm_query rlm_query_batched peek grep partition "
@@ -31,24 +31,33 @@ MAX_PROMPT_CHARS = 16_000_000
 # The context the zygote loaded before it forked this worker, with its text view; used for the
 # "inherited" context kind, so a forked worker shares it copy-on-write instead of receiving a copy.
 INHERITED: tuple[Any, helpers.TextView] | None = None
+# What load_context measured (shape, size, files left out, pre-filter); a worker reports it in READY.
+CONTEXT_STATS: dict[str, Any] | None = None
 
 
 def load_context(kind: str | None, blob: bytes, options: dict[str, Any] | None = None) -> Any:
     """Decode a context payload into the REPL's `context`. The zygote calls this once per run, before it
-    isolates itself (so a payload may name host files it reads); a worker calls it for a child's value."""
-    if kind == "inline-text":
-        return blob.decode("utf-8")
-    if kind == "inline-json":
-        return json.loads(blob)
-    if kind in (None, "none"):
-        return None
-    raise ValueError(f"unknown context kind {kind!r}")
+    isolates itself (so a payload may name host files it reads); a worker calls it for a child's value.
+    A "files" payload is read here (see rlmx.context.payload); an unknown kind raises ValueError."""
+    global CONTEXT_STATS
+    loaded = _load_payload(kind, blob, options)
+    CONTEXT_STATS = loaded.stats
+    return loaded.value
+
+
+def _load_payload(kind: str | None, blob: bytes, options: dict[str, Any] | None) -> Any:
+    from rlmx.context.payload import load_payload
+    from rlmx.sandbox.base import ContextPayload
+
+    return load_payload(ContextPayload(kind or "none", blob, dict(options or {})))
 
 
 def inherit_context(context: Any) -> None:
     """Called by the zygote: the context (and its view) every worker forked with `inherit` starts with."""
     global INHERITED
-    INHERITED = (context, helpers.TextView(context if context is not None else ""))
+    view = helpers.TextView(context if context is not None else "")
+    view.build_line_index()  # built once, before the fork: shared, and the first grep is fast
+    INHERITED = (context, view)
 
 
 class BudgetExhaustedError(RuntimeError):
@@ -123,9 +132,22 @@ class Worker:
         self.ns: dict[str, Any] = {}
         self.fd_capture = -1
         self.cell_cpu_s = 0  # 0: no per-cell CPU limit (the local backend)
+        self.is_fork = False  # this process is a fork made by the model's code, not the worker
+        self.context_stats: dict[str, Any] | None = None  # the context's shape and size, for READY
 
     # --- RPC to the host -----------------------------------------------------------------------
+    def forked(self) -> None:
+        """In a process the model's code forked (os.fork, multiprocessing): it must never speak for the
+        worker, so it loses the pipes; when its copy of the cell ends, it exits."""
+        for fd in (self.in_fd, self.out_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.in_fd = self.out_fd = -1
+        self.is_fork = True
+
     def rpc(self, method: str, params: dict[str, Any]) -> Any:
+        if self.is_fork:
+            raise RuntimeError(f"{method} cannot be called from a process forked in the REPL")
         if not self.in_cell:
             raise RuntimeError(f"{method} can only be called while a cell is running")
         with self.lock:
@@ -191,13 +213,18 @@ class Worker:
     # --- set-up and cells ----------------------------------------------------------------------
     def init(self, message: dict[str, Any], blob: bytes) -> None:
         kind = message.get("context_kind")
+        options = message.get("context_options") or {}
         if kind == wire.INHERITED:
             if INHERITED is None:
                 raise SystemExit("protocol violation: this worker holds no inherited context")
             context, view = INHERITED
+            self.context_stats = CONTEXT_STATS
         else:
-            context = load_context(kind, blob, message.get("context_options"))
+            loaded = _load_payload(kind, blob, options)
+            context, self.context_stats = loaded.value, loaded.stats
             view = helpers.TextView(context if context is not None else "")
+            view.build_line_index()
+        index = search.SearchIndex(view, cache_dir=options.get("cache_dir"))
         self.output_chars = int(message.get("output_chars", 20_000))
         self.cell_cpu_s = int(message.get("cell_cpu_s", 0))
         ns = self.ns
@@ -212,7 +239,9 @@ class Worker:
             rlm_query_batched=self.rlm_query_batched,
             peek=lambda start=0, length=2000: helpers.peek(view, start, length),
             grep=lambda pattern, **kw: helpers.grep(view, pattern, **kw),
-            partition=lambda n=None, **kw: helpers.partition(context, view, n, **kw),
+            partition=lambda n=None, **kw: helpers.partition(context, view, n, count=tokens.count_batch, **kw),
+            count_tokens=tokens.count_tokens,
+            search=index.search,
             Match=helpers.Match,
             SHOW_VARS=self.SHOW_VARS,
             FINAL=self.FINAL,
@@ -300,13 +329,17 @@ class Worker:
             raise SystemExit("protocol violation: first frame must be init")
         self.init(message, blob)
         del blob
-        wire.write_frame(self.out_fd, {"type": wire.READY, "pid": os.getpid()})
+        wire.write_frame(
+            self.out_fd, {"type": wire.READY, "pid": os.getpid(), "context_stats": self.context_stats}
+        )
         while True:
             message, _ = wire.read_frame(self.in_fd)
             kind = message.get("type")
             if kind == wire.EXEC:
                 self.ns["history"].extend(message.get("history_append") or [])
                 result = self.run_cell(str(message.get("code", "")))
+                if self.is_fork:
+                    os._exit(0)
                 wire.write_frame(self.out_fd, {"type": wire.EXEC_RESULT, "id": message["id"], **result})
             elif kind == wire.GET_VAR:
                 reply = self.get_var(str(message.get("name")))
@@ -351,6 +384,7 @@ def serve_forked(in_fd: int, out_fd: int) -> None:
     """Serve the host on two pipes until it closes them or says shutdown."""
     worker = Worker(in_fd, out_fd)
     worker.fd_capture = _capture_fds()
+    os.register_at_fork(after_in_child=worker.forked)
     try:
         worker.serve()
     except EOFError:

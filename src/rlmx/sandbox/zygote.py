@@ -70,6 +70,9 @@ class Zygote:
             self.kill_all()
 
     def _reap(self, signum: int = 0, frame: Any = None) -> None:
+        if not hasattr(os, "waitid"):  # not Linux (unisolated only): reap without looking first
+            self._reap_plain()
+            return
         while True:
             try:  # look first without reaping: the pid (and its group) cannot be reused meanwhile
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -81,6 +84,17 @@ class Zygote:
             if not self.isolated:  # what the worker started lives on in its session's group
                 self._killpg(pid)
             os.waitpid(pid, 0)
+            self.children.discard(pid)
+
+    def _reap_plain(self) -> None:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self._killpg(pid)
             self.children.discard(pid)
 
     @staticmethod
@@ -125,12 +139,14 @@ class Zygote:
         self.children.add(pid)
         os.close(to_worker_r)
         os.close(from_worker_w)
-        pidfd = os.pidfd_open(pid)
+        fds = [to_worker_w, from_worker_r]
+        if hasattr(os, "pidfd_open"):  # Linux: the host kills exactly this process, never a reused pid
+            fds.append(os.pidfd_open(pid))
         reply = {"type": wire.SPAWNED, "id": message.get("id"), "pid": pid, "workdir": workdir}
         try:
-            socket.send_fds(self.ctrl, [wire.encode(reply)], [to_worker_w, from_worker_r, pidfd])
+            socket.send_fds(self.ctrl, [wire.encode(reply)], fds)
         finally:
-            for fd in (to_worker_w, from_worker_r, pidfd):
+            for fd in fds:
                 os.close(fd)
 
     def _next_uid(self) -> int | None:
@@ -150,7 +166,8 @@ class Zygote:
             os.setsid()
             self._worker(in_fd, out_fd, uid, workdir)
             return
-        isolation.enter_worker_namespaces(scratch_mb=self.scratch_mb, uid=uid or 0)
+        next_pid = 100 + self.spawned % 4_000_000
+        isolation.enter_worker_namespaces(scratch_mb=self.scratch_mb, uid=uid or 0, next_pid=next_pid)
         pid = os.fork()
         if pid == 0:
             code = 70
@@ -203,6 +220,7 @@ def _isolate(ctrl: socket.socket, config: dict[str, Any]) -> isolation.IdMap | N
     try:
         first_uid = ids.worker_ids[0] if ids.worker_ids else 0
         config["bound"] = isolation.build_view(config.get("readable", []), first_worker_uid=first_uid)
+        isolation.forbid_user_namespaces()
     except OSError as exc:
         _fail(ctrl, f"cannot build the sandbox's file view: {exc}")
         os._exit(1)

@@ -76,13 +76,14 @@ class RunStream(StreamingResponse):
                     group.cancel_scope.cancel()
 
                 async def listen() -> None:
-                    await asyncio.sleep(1000)
+                    await wait_for_disconnect(receive)
+                    group.cancel_scope.cancel()
 
                 group.start_soon(stream)
                 group.start_soon(listen)
         finally:
             with anyio.CancelScope(shield=True):
-                pass
+                await self.job.cancel()
 
 
 class ChatService:
@@ -148,7 +149,9 @@ class ChatService:
 
     async def models(self, request: Request) -> Response:
         self.authorize(request)
-        return JSONResponse({"object": "list", "data": [self.model_card(p) for p in self.settings.profiles.values()]})
+        return JSONResponse(
+            {"object": "list", "data": [self.model_card(p) for p in self.settings.profiles.values()]}
+        )
 
     async def model(self, request: Request) -> Response:
         self.authorize(request)
@@ -195,7 +198,9 @@ class ChatService:
         settings = self.settings
 
         def make_rlm(sink: Callable[[dict[str, Any]], None]) -> Any:
-            return run.profile.rlm(limits=run.limits, on_event=sink, trace=settings.trace, sandbox=settings.sandbox)
+            return run.profile.rlm(
+                limits=run.limits, on_event=sink, trace=settings.trace, sandbox=settings.sandbox
+            )
 
         job = RunJob(
             make_rlm,
@@ -211,14 +216,20 @@ class ChatService:
             return RunStream(self.chunks(job, run), job, {**headers, "cache-control": "no-cache"})
         return await self.complete(request, job, run, headers)
 
-    async def complete(self, request: Request, job: RunJob, run: RunRequest, headers: dict[str, str]) -> Response:
+    async def complete(
+        self, request: Request, job: RunJob, run: RunRequest, headers: dict[str, str]
+    ) -> Response:
         watcher = asyncio.create_task(wait_for_disconnect(request.receive))
         try:
-            await asyncio.wait({job.task}, return_when=asyncio.FIRST_COMPLETED)
-            pass
+            await asyncio.wait({job.task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not job.task.done():  # the client went away: stop the run, free its workers
+                await job.cancel()
+                return Response(status_code=499)
         finally:
             watcher.cancel()
-            pass
+            if not job.task.done():
+                with anyio.CancelScope(shield=True):
+                    await job.cancel()
         try:
             result = job.task.result()
         except RLMError as exc:
@@ -234,7 +245,9 @@ class ChatService:
     async def chunks(self, job: RunJob, run: RunRequest) -> AsyncIterator[bytes]:
         created, model, run_id = int(time.time()), run.profile.served_name, job.run_id
         accepted = {"event": "accepted", "trace_id": run_id}
-        yield shapes.sse(shapes.chunk(run_id, model, created, {"role": "assistant", "content": ""}, rlmx=accepted))
+        yield shapes.sse(
+            shapes.chunk(run_id, model, created, {"role": "assistant", "content": ""}, rlmx=accepted)
+        )
         while (event := await job.events.get()) is not None:
             yield shapes.sse(shapes.chunk(run_id, model, created, {}, rlmx=event))
         try:
@@ -250,7 +263,9 @@ class ChatService:
             yield shapes.sse("[DONE]")
             return
         yield shapes.sse(shapes.chunk(run_id, model, created, {"content": shapes.answer_content(result)}))
-        final = shapes.chunk(run_id, model, created, {}, finish=shapes.finish_reason(result), rlmx=shapes.run_info(result))
+        final = shapes.chunk(
+            run_id, model, created, {}, finish=shapes.finish_reason(result), rlmx=shapes.run_info(result)
+        )
         yield shapes.sse(final)
         if run.include_usage:
             yield shapes.sse(shapes.usage_chunk(run_id, model, created, result))
@@ -272,7 +287,9 @@ def guarded(endpoint: Endpoint) -> Endpoint:
 
 async def not_found(request: Request, exc: Exception) -> Response:
     status = int(getattr(exc, "status_code", 404))
-    message = f"{request.method} {request.url.path} is not an endpoint of rlmx serve" if status == 404 else str(exc)
+    message = (
+        f"{request.method} {request.url.path} is not an endpoint of rlmx serve" if status == 404 else str(exc)
+    )
     return JSONResponse(shapes.error_body(status, message), status_code=status)
 
 

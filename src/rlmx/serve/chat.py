@@ -128,7 +128,9 @@ def message_texts(message: Any, index: int) -> list[str]:
 
 def split_messages(messages: list[Any], threshold: int) -> tuple[str, list[dict[str, Any]], str]:
     """(question, context documents, transcript of the other short messages)."""
-    last_user = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"), default=-1)
+    last_user = max(
+        (i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"), default=-1
+    )
     if last_user < 0:
         raise BadRequest("there is no user message to take the question from", param="messages")
     documents: list[dict[str, Any]] = []
@@ -185,8 +187,10 @@ def output_of(response_format: Any) -> OutputSpec | None:
         raise BadRequest(f"response_format type {kind!r} is not supported", param="response_format")
     spec = response_format.get("json_schema")
     schema = spec.get("schema") if isinstance(spec, dict) else None
-    if not isinstance(schema, dict):
-        raise BadRequest("response_format.json_schema.schema must be a JSON schema object", param="response_format")
+    if not isinstance(spec, dict) or not isinstance(schema, dict):
+        raise BadRequest(
+            "response_format.json_schema.schema must be a JSON schema object", param="response_format"
+        )
     try:
         return OutputSpec(schema, name=str(spec.get("name") or "answer"))
     except ConfigError as exc:

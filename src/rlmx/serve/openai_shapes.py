@@ -94,7 +94,11 @@ def failure(result: RunResult, typed: bool) -> tuple[int, str, str] | None:
             return 502, "upstream_model_error", message
         return 500, "run_failed", message
     if result.answer is None:
-        return 500, "no_answer", f"the run ended by {result.stopped_by} without an answer: {result.error or ''}".rstrip(": ")
+        return (
+            500,
+            "no_answer",
+            f"the run ended by {result.stopped_by} without an answer: {result.error or ''}".rstrip(": "),
+        )
     return None
 
 

@@ -118,7 +118,7 @@ def profile_from_table(name: str, table: dict[str, Any]) -> Profile:
         )
     model = table.get("model")
     if not isinstance(model, str) or not model:
-        raise ConfigError(f"profile {name!r} needs model = \"provider:model\"")
+        raise ConfigError(f'profile {name!r} needs model = "provider:model"')
     key_env = table.get("api_key_env")
     api_key = os.environ.get(key_env) if isinstance(key_env, str) else None
     if key_env and not api_key:
@@ -156,9 +156,7 @@ def load_profiles(path: str | Path) -> dict[str, Profile]:
     tables = data.get("profiles")
     if not isinstance(tables, dict) or not tables:
         raise ConfigError(f"config {path} defines no [profiles.NAME] table")
-    return {
-        name: profile_from_table(name, {**defaults, **table}) for name, table in tables.items()
-    }
+    return {name: profile_from_table(name, {**defaults, **table}) for name, table in tables.items()}
 
 
 def profile_from_flags(

@@ -54,7 +54,9 @@ class ProgressTracker:
         if kind == "limit" and depth == 0:
             return self.snapshot("limit", f"limit reached: {record.get('reason')}")
         if kind == "output_rejected":
-            return self.snapshot("output_rejected", "the answer did not match the schema; asked to correct it")
+            return self.snapshot(
+                "output_rejected", "the answer did not match the schema; asked to correct it"
+            )
         if kind == "run_end":
             return self.snapshot("done", f"run ended ({record.get('stopped_by')})")
         return None

@@ -30,9 +30,17 @@ def _inside(path: Path, roots: Iterable[Path]) -> bool:
 
 @dataclass(frozen=True)
 class Roots:
-    """The directories remote callers may read. Empty: no file access at all."""
+    """The directories remote callers may read. Empty: no file access at all.
+
+    `dirs` are where relative paths are looked up; `limit`, when narrowed by a client's own roots, is
+    what may actually be read (by default: all of `dirs`)."""
 
     dirs: tuple[Path, ...] = ()
+    limit: tuple[Path, ...] | None = None
+
+    @property
+    def allowed(self) -> tuple[Path, ...]:
+        return self.dirs if self.limit is None else self.limit
 
     @classmethod
     def of(cls, dirs: Iterable[str | Path]) -> Roots:
@@ -45,14 +53,15 @@ class Roots:
         return cls(tuple(resolved))
 
     def narrowed(self, client_dirs: Iterable[Path]) -> Roots:
-        """The part of these roots that also lies inside one of `client_dirs` (MCP client roots)."""
+        """The part of these roots that also lies inside one of `client_dirs` (MCP client roots);
+        relative paths are still looked up under the original roots."""
         client = [Path(os.path.realpath(d)) for d in client_dirs]
         kept: list[Path] = []
-        for root in self.dirs:
+        for root in self.allowed:
             if _inside(root, client):
                 kept.append(root)
             kept.extend(c for c in client if c != root and c.is_relative_to(root))
-        return Roots(tuple(dict.fromkeys(kept)))
+        return Roots(self.dirs, tuple(dict.fromkeys(kept)))
 
     def resolve(self, spec: str) -> Path:
         """The real path of `spec`, or PathRefused."""
@@ -68,7 +77,7 @@ class Roots:
         candidates = [given] if given.is_absolute() else [root / given for root in self.dirs]
         for candidate in candidates:
             real = Path(os.path.realpath(candidate))
-            if not _inside(real, self.dirs):
+            if not _inside(real, self.allowed):
                 if candidate.is_symlink() or real != candidate:
                     raise PathRefused(f"path {spec!r} resolves outside the allowed roots", 403)
                 raise PathRefused(f"path {spec!r} is outside the allowed roots", 403)
@@ -100,7 +109,7 @@ class Roots:
                     continue
                 path = Path(dirpath) / name
                 real = Path(os.path.realpath(path))
-                if not _inside(real, self.dirs) or not real.is_file():
+                if not _inside(real, self.allowed) or not real.is_file():
                     continue  # a link out of the roots (or to something that is not a file) is not read
                 text = _read_text(real, budget)
                 if text is not None:

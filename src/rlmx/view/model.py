@@ -132,7 +132,7 @@ class ReportBuilder:
             d=call.depth,
             e=call.id,
             s="err" if call.error else "ok",
-            c=call.cost_usd,
+            c=call.cost_usd if call.counted else 0.0,  # a cache hit costs nothing
         )
         self.span(call, call.duration_s, 1 if sub else 0, index)
         return call.cost_usd if call.counted else 0.0

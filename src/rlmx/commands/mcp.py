@@ -1,0 +1,95 @@
+"""`rlmx mcp`: an MCP server (stdio by default) with the tools `ask` and `trace`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rlmx.errors import ConfigError
+
+
+def mcp(
+    root: Annotated[
+        list[Path],
+        typer.Option("--root", help="A folder the tools may read; repeatable. Paths outside are refused."),
+    ] = [],  # noqa: B006
+    model: Annotated[
+        str | None, typer.Option(help="Root model of the default profile (default: $RLMX_MODEL).")
+    ] = None,
+    sub_model: Annotated[str | None, typer.Option(help="Model for sub-calls and child RLMs.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")] = None,
+    name: Annotated[str | None, typer.Option(help="Profile name (default: the model's name).")] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML file of profiles ([profiles.NAME] tables); see docs/serve.md.")
+    ] = None,
+    max_depth: Annotated[
+        int, typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs.")
+    ] = 1,
+    max_iterations: Annotated[int, typer.Option(help="Default profile: turns per RLM.")] = 30,
+    max_llm_calls: Annotated[int, typer.Option(help="Default profile: model calls per run.")] = 200,
+    max_cost_usd: Annotated[float | None, typer.Option(help="Default profile: USD per run.")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Default profile: seconds per run.")] = None,
+    max_running: Annotated[int, typer.Option(help="Runs at once; more calls wait.")] = 2,
+    max_context_bytes: Annotated[int, typer.Option(help="Largest context per run.")] = 512 * 2**20,
+    no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write run traces.")] = False,
+    transport: Annotated[
+        str, typer.Option(help="stdio, or http (streamable HTTP, loopback only).")
+    ] = "stdio",
+    host: Annotated[
+        str, typer.Option(help="With --transport http: the address (loopback only).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="With --transport http: the port.")] = 8765,
+) -> None:
+    """Serve the MCP tools `ask` (an RLM run over files under --root) and `trace` (summarise a run)."""
+    from rlmx.limits import Limits
+    from rlmx.serve.profiles import load_profiles, profile_from_flags
+    from rlmx.serve.roots import Roots
+    from rlmx.serve.settings import is_loopback
+
+    try:
+        from rlmx.mcp_server import McpSettings, build_server
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"{exc.name} is not installed: install the mcp extra with pip install 'rlmx[mcp]'"
+        ) from exc
+    if transport not in ("stdio", "http"):
+        raise ConfigError(f"--transport must be stdio or http, not {transport!r}")
+    if transport == "http" and not is_loopback(host):
+        raise ConfigError(
+            f"--transport http has no authentication here, so it binds loopback only, not {host}"
+        )
+    if config is not None:
+        profiles = load_profiles(config)
+    else:
+        try:
+            limits = Limits(
+                max_depth=max_depth,
+                max_iterations=max_iterations,
+                max_llm_calls=max_llm_calls,
+                max_cost_usd=max_cost_usd,
+                timeout_s=timeout,
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        profile = profile_from_flags(model, name=name, sub_model=sub_model, base_url=base_url, limits=limits)
+        profiles = {profile.name: profile}
+    for profile in profiles.values():
+        profile.models()
+    settings = McpSettings(
+        profiles=profiles,
+        roots=Roots.of(root),
+        max_context_bytes=max_context_bytes,
+        max_running=max_running,
+        trace=not no_trace,
+    )
+    server = build_server(settings)
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=host, port=port)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(mcp)

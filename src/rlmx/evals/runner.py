@@ -1,0 +1,264 @@
+"""Run the suite: every item of every family and size, through the RLM and the baselines; one JSONL
+record per (item, method), appended as soon as it is scored; completed records are skipped on re-runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rlmx.errors import ConfigError, RLMError
+from rlmx.evals.baselines import BASELINES, RUNNERS, BaselineSettings, MethodResult
+from rlmx.evals.cache import CachedLM, ResponseStore
+from rlmx.evals.items import EvalItem, Noise, size_label
+from rlmx.evals.oracle import Oracle
+from rlmx.evals.registry import check_variant, family, generate_item
+from rlmx.limits import Limits
+from rlmx.lm.base import LM, context_window_for
+from rlmx.lm.registry import ModelOptions, resolve_model
+
+RESULTS = "results.jsonl"
+METHODS = ("rlm", *BASELINES)
+
+
+@dataclass
+class EvalConfig:
+    suite: tuple[str, ...]
+    sizes: tuple[int, ...]
+    out: Path
+    n: int = 20
+    seed: int = 0
+    methods: tuple[str, ...] = METHODS
+    model: str | None = None
+    sub_model: str | None = None
+    model_options: ModelOptions = field(default_factory=ModelOptions)
+    limits: Limits = field(default_factory=Limits)
+    window: int | None = None  # the root model's window for the baselines; default: its known window
+    concurrency: int = 8
+    cache: bool = True
+    trace: bool = True
+    variants: dict[str, str] = field(default_factory=dict)
+    oracle: bool = False  # scripted root + oracle reader instead of real models
+    noise: float = 0.0  # the oracle's error rate
+    baseline: BaselineSettings = field(default_factory=BaselineSettings)
+    prices: tuple[float, float] | None = None  # USD per million input / output tokens, for every model
+    pricer: Any = None  # or a function (model name, Usage) -> USD | None
+
+    def price(self) -> Any:
+        if self.pricer is not None or self.prices is None:
+            return self.pricer
+        per_in, per_out = self.prices
+        return lambda _name, usage: (usage.input_tokens * per_in + usage.output_tokens * per_out) / 1e6
+
+    def __post_init__(self) -> None:
+        for name in self.suite:
+            self.variants[name] = check_variant(name, self.variants.get(name))
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise ConfigError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+        if not self.oracle and not self.model:
+            raise ConfigError("rlmx eval needs --model PROVIDER:MODEL (or --oracle to check the suite itself)")
+        if self.n < 1 or self.concurrency < 1:
+            raise ConfigError("--n and --concurrency must be >= 1")
+        if not 0.0 <= self.noise < 1.0:
+            raise ConfigError("--noise must be in [0, 1)")
+
+    def identity(self) -> dict[str, Any]:
+        """What makes results comparable: a resumed run must match it."""
+        return {
+            "model": "oracle" if self.oracle else self.model,
+            "sub_model": "oracle" if self.oracle else self.sub_model or self.model,
+            "noise": self.noise,
+            "seed": self.seed,
+            "variants": dict(sorted(self.variants.items())),
+            "limits": asdict(self.limits),
+            "baseline": asdict(self.baseline),
+            "prices": self.prices,
+        }
+
+
+def load_records(out: Path) -> list[dict[str, Any]]:
+    path = out / RESULTS
+    if not path.exists():
+        return []
+    records = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines):
+                raise ConfigError(f"{path}:{number} is not JSON; fix or remove that line") from None
+    return records  # a torn last line (a run killed mid-write) is ignored and redone
+
+
+def latest(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The last record of every (item, method)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for record in records:
+        out[(record["item_id"], record["method"])] = record
+    return out
+
+
+class Runner:
+    def __init__(self, config: EvalConfig, *, oracle: Oracle | None = None, log: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.oracle = oracle or (Oracle(noise=Noise(config.noise, config.seed)) if config.oracle else None)
+        self.log = log or (lambda _line: None)
+        self.store: ResponseStore | None = None
+        self.root_lm: LM | None = None
+        self.sub_lm: LM | None = None
+        self._write_lock = asyncio.Lock()
+
+    def _prepare(self) -> set[tuple[str, str]]:
+        cfg = self.config
+        cfg.out.mkdir(parents=True, exist_ok=True)
+        config_path = cfg.out / "config.json"
+        identity = json.loads(json.dumps(cfg.identity()))  # as it reads back from the file
+        if config_path.exists():
+            previous = json.loads(config_path.read_text(encoding="utf-8"))
+            if previous.get("identity") != identity:
+                raise ConfigError(
+                    f"{cfg.out} holds results of another configuration (models, limits or seed differ); "
+                    "use a new --out folder"
+                )
+        config_path.write_text(json.dumps({"identity": identity}, indent=1), encoding="utf-8")
+        if not cfg.oracle:
+            self.root_lm = resolve_model(cfg.model or "", cfg.model_options)
+            self.sub_lm = resolve_model(cfg.sub_model, cfg.model_options) if cfg.sub_model else self.root_lm
+            if cfg.cache:
+                self.store = ResponseStore(cfg.out / "cache.sqlite")
+        done = {key for key, r in latest(load_records(cfg.out)).items() if r.get("status") == "ok"}
+        return done
+
+    async def run(self) -> list[dict[str, Any]]:
+        done = self._prepare()
+        cfg = self.config
+        jobs = [(name, size, i) for name in cfg.suite for size in cfg.sizes for i in range(cfg.n)]
+        gate = asyncio.Semaphore(cfg.concurrency)
+        written: list[dict[str, Any]] = []
+
+        async def job(name: str, size: int, index: int) -> None:
+            from rlmx.evals.items import item_id
+
+            variant = cfg.variants[name]
+            todo = [m for m in cfg.methods if (item_id(name, variant, size, cfg.seed, index), m) not in done]
+            if not todo:
+                return
+            async with gate:
+                item = await asyncio.to_thread(generate_item, name, size, index, cfg.seed, variant)
+                if self.oracle is not None:
+                    self.oracle.add(item)
+                for method in todo:
+                    record = await self._run_method(item, method, index)
+                    async with self._write_lock:
+                        with (cfg.out / RESULTS).open("a", encoding="utf-8") as handle:
+                            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                    written.append(record)
+                    self.log(
+                        f"{item.id} {method}: score {record['score']:.3f} ({record['stopped_by']}, "
+                        f"{record['elapsed_s']:.1f}s)"
+                    )
+
+        try:
+            await asyncio.gather(*(job(*j) for j in jobs))
+        finally:
+            if self.store is not None:
+                self.store.close()
+        return written
+
+    def _models(self, item: EvalItem) -> tuple[LM, LM]:
+        if self.oracle is not None and self.config.oracle:
+            return self.oracle.models_for(item)
+        assert self.root_lm is not None and self.sub_lm is not None
+        if self.store is None:
+            return self.root_lm, self.sub_lm
+        root = CachedLM(self.root_lm, self.store)
+        return root, (root if self.sub_lm is self.root_lm else CachedLM(self.sub_lm, self.store))
+
+    async def _run_method(self, item: EvalItem, method: str, index: int) -> dict[str, Any]:
+        cfg = self.config
+        root, sub = self._models(item)
+        started = time.monotonic()
+        try:
+            if method == "rlm":
+                result = await self._run_rlm(item, root, sub)
+            else:
+                window = cfg.window or context_window_for(root.name)
+                settings = BaselineSettings(**{**asdict(cfg.baseline), "window": window})
+                result = await RUNNERS[method](root, item, settings, cfg.price())
+            status = "ok"
+        except ConfigError:
+            raise
+        except (RLMError, OSError, ValueError, RuntimeError) as exc:
+            result = MethodResult(answer="", stopped_by="error", error=f"{type(exc).__name__}: {exc}")
+            result.elapsed_s = time.monotonic() - started
+            status = "error"
+        score = family(item.family).score(result.answer, item)
+        hits = sum(getattr(lm, "hits", 0) for lm in {id(root): root, id(sub): sub}.values())
+        return {
+            "item_id": item.id,
+            "family": item.family,
+            "variant": item.variant,
+            "size": size_label(item.size_tokens),
+            "size_tokens": item.size_tokens,
+            "context_tokens": item.context_tokens,
+            "index": index,
+            "seed": cfg.seed,
+            "method": method,
+            "model": root.name,
+            "sub_model": sub.name,
+            "question": item.question,
+            "answer": result.answer,
+            "gold": item.gold,
+            "score": score.value,
+            "metrics": score.metrics,
+            "stopped_by": result.stopped_by,
+            "iterations": result.iterations,
+            "error": result.error,
+            "truncated": result.truncated,
+            "usage": result.usage,
+            "elapsed_s": round(result.elapsed_s, 3),
+            "trace_path": result.trace_path,
+            "cache_hits": hits,
+            "spec": item.spec,
+            "source": item.source,
+            "extra": result.extra,
+            "status": status,
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+
+    async def _run_rlm(self, item: EvalItem, root: LM, sub: LM) -> MethodResult:
+        from rlmx.engine.node import answer_text
+        from rlmx.rlm import RLM
+
+        cfg = self.config
+        trace: Path | bool = cfg.out / "traces" / f"{item.id}.jsonl" if cfg.trace else False
+        rlm = RLM(root, sub_model=sub, limits=cfg.limits, trace=trace, pricer=cfg.price())
+        run = await rlm.arun(item.question, item.context)
+        usage = {k: run.usage.get(k) for k in ("calls", "input_tokens", "output_tokens", "cost_usd")}
+        return MethodResult(
+            answer=answer_text(run.answer) if run.answer is not None else "",
+            stopped_by=run.stopped_by,
+            usage=usage,
+            elapsed_s=run.elapsed_s,
+            error=run.error,
+            iterations=run.iterations,
+            trace_path=run.trace_path,
+        )
+
+
+def run_suite(config: EvalConfig, *, oracle: Oracle | None = None, log: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Run (or resume) the suite and write the report; returns the records written by this run."""
+    from rlmx.evals.report import write_report
+
+    written = asyncio.run(Runner(config, oracle=oracle, log=log).run())
+    write_report(config.out)
+    return written

@@ -1,0 +1,201 @@
+"""`rlmx mcp`: an MCP server (official `mcp` SDK, 2.x) with the tools `ask` and `trace`.
+
+`ask` runs an RLM over files and folders under the allowed roots (`--root DIR`; where the client declares
+MCP roots, only their intersection with these) and returns the answer, a usage line and the trace path,
+with progress notifications while it runs. `trace` lists recent runs or summarises one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import unquote, urlparse
+
+import mcp_types
+from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+import rlmx
+from rlmx.engine.events import default_trace_dir
+from rlmx.errors import ConfigError, RLMError
+from rlmx.sandbox.base import SandboxSettings
+from rlmx.serve.profiles import Profile, find_profile
+from rlmx.serve.progress import ProgressTracker, usage_line
+from rlmx.serve.roots import PathRefused, Roots, as_context
+from rlmx.serve.trace_text import describe_trace, find_trace, recent_traces
+
+INSTRUCTIONS = (
+    "rlmx answers questions about very large texts, files and folders (far beyond a model's context window) "
+    "with a Recursive Language Model: the content is loaded into a Python REPL that a model explores with "
+    "code and sub-model calls. Use the `ask` tool with paths under the allowed roots (or inline text); "
+    "runs can take minutes. Use `trace` to see how a run went."
+)
+
+
+@dataclass
+class McpSettings:
+    profiles: dict[str, Profile]
+    roots: Roots = field(default_factory=Roots)
+    max_context_bytes: int = 512 * 2**20
+    max_running: int = 2
+    trace: bool = True
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    trace_dir: Path = field(default_factory=default_trace_dir)
+
+
+def client_roots(ctx: Context) -> ListRoots | None:
+    """Ask the client for its MCP roots when it declares the capability (resolved before the tool runs)."""
+    capabilities = ctx.client_capabilities
+    if capabilities is None or capabilities.roots is None:
+        return None
+    return ListRoots()
+
+
+def root_dirs(result: mcp_types.ListRootsResult | None) -> list[Path]:
+    if result is None:
+        return []
+    dirs = []
+    for root in result.roots:
+        parsed = urlparse(str(root.uri))
+        if parsed.scheme == "file":
+            dirs.append(Path(unquote(parsed.path)))
+    return dirs
+
+
+class RlmxTools:
+    def __init__(self, settings: McpSettings) -> None:
+        self.settings = settings
+        self.slots = asyncio.Semaphore(settings.max_running)
+
+    def allowed_roots(self, declared: mcp_types.ListRootsResult | None) -> Roots:
+        dirs = root_dirs(declared)
+        return self.settings.roots.narrowed(dirs) if dirs else self.settings.roots
+
+    def load(self, roots: Roots, paths: list[str], text: str | None) -> Any:
+        docs = [{"path": "text", "text": text}] if text else []
+        budget = self.settings.max_context_bytes - len(text or "")
+        if paths:
+            if not roots.dirs and self.settings.roots.dirs:
+                raise PathRefused(
+                    "none of the server's roots lies inside the roots this client declared", 403
+                )
+            docs.extend(roots.load(paths, max_bytes=max(budget, 0)))
+        return as_context(docs)
+
+    async def ask(
+        self,
+        question: Annotated[str, Field(description="The question to answer about the files or text.")],
+        ctx: Context,
+        declared: Annotated[mcp_types.ListRootsResult | None, Resolve(client_roots)],
+        paths: Annotated[
+            list[str] | None,
+            Field(
+                description="Files or folders to read (relative to an allowed root, or absolute inside one)."
+            ),
+        ] = None,
+        text: Annotated[str | None, Field(description="Inline text to use as (part of) the context.")] = None,
+        model: Annotated[
+            str | None, Field(description="Profile to use, e.g. rlmx/NAME (default: the first).")
+        ] = None,
+        max_depth: Annotated[
+            int | None, Field(description="Lower the recursion depth: 0 no sub-calls, 1 plain sub-calls.")
+        ] = None,
+        budget_usd: Annotated[
+            float | None, Field(description="Lower the spending limit of this run (USD).")
+        ] = None,
+    ) -> str:
+        """Answer a question about large files, folders or text with a Recursive Language Model.
+
+        Returns the answer, then a line with what the run used (model calls, tokens, cost, turns, time) and
+        the path of its trace."""
+        try:
+            profile = find_profile(self.settings.profiles, model)
+            limits = profile.limits_for({"max_depth": max_depth, "budget_usd": budget_usd})
+            roots = self.allowed_roots(declared)
+            context = await asyncio.to_thread(self.load, roots, paths or [], text)
+        except (ConfigError, PathRefused) as exc:
+            raise ToolError(str(exc)) from exc
+        tracker = ProgressTracker()
+        updates: asyncio.Queue[str | None] = asyncio.Queue()
+
+        def sink(record: dict[str, Any]) -> None:
+            snapshot = tracker.update(record)
+            if snapshot is not None:
+                updates.put_nowait(f"{snapshot['message']} ({tracker.line()})")
+
+        async def report() -> None:
+            step = 0
+            while (message := await updates.get()) is not None:
+                step += 1
+                await ctx.report_progress(step, None, message)
+
+        reporter = asyncio.create_task(report())
+        try:
+            async with self.slots:
+                rlm = profile.rlm(
+                    limits=limits, on_event=sink, trace=self.settings.trace, sandbox=self.settings.sandbox
+                )
+                result = await rlm.arun(question, context)
+        except RLMError as exc:
+            raise ToolError(str(exc)) from exc
+        finally:
+            updates.put_nowait(None)
+            await asyncio.wait({reporter})
+        trace = f"trace: {result.trace_path}" if result.trace_path else "trace: off"
+        if result.answer is None or result.stopped_by == "error":
+            raise ToolError(f"the run ended by {result.stopped_by}: {result.error or 'no answer'} ({trace})")
+        answer = result.answer if isinstance(result.answer, str) else rlmx_json(result.answer)
+        return f"{answer}\n\n---\n{usage_line(result)}\n{trace}"
+
+    async def trace(
+        self,
+        run: Annotated[
+            str | None,
+            Field(
+                description="A run id (from a trace path) or trace file name; empty lists the recent runs."
+            ),
+        ] = None,
+        turns: Annotated[bool, Field(description="Also list the root's turns and the code it ran.")] = False,
+    ) -> str:
+        """List recent rlmx runs, or summarise one: question, answer, why it stopped, usage, the RLM tree."""
+        trace_dir = self.settings.trace_dir
+        try:
+            if not run:
+                return recent_traces(trace_dir)
+            return describe_trace(find_trace(run, trace_dir), turns=turns)
+        except ConfigError as exc:
+            raise ToolError(str(exc)) from exc
+
+
+def rlmx_json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def build_server(settings: McpSettings) -> MCPServer:
+    tools = RlmxTools(settings)
+    server: MCPServer = MCPServer(
+        "rlmx", instructions=INSTRUCTIONS, version=rlmx.__version__, log_level="WARNING"
+    )
+    roots_text = ", ".join(str(d) for d in settings.roots.dirs) or "none (only inline text)"
+    profiles_text = ", ".join(p.served_name for p in settings.profiles.values())
+    server.add_tool(
+        tools.ask,
+        name="ask",
+        title="Ask about large files (Recursive Language Model)",
+        description=f"{(tools.ask.__doc__ or '').strip()}\n\nAllowed roots: {roots_text}. Profiles: {profiles_text}.",
+        annotations=mcp_types.ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, open_world_hint=True
+        ),
+    )
+    server.add_tool(
+        tools.trace,
+        name="trace",
+        title="Summarise an rlmx run",
+        annotations=mcp_types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    return server

@@ -1,0 +1,105 @@
+"""Traces as short text for remote callers (the MCP `trace` tool): find one, list recent ones, summarise.
+
+Only files in the trace directory are read, so a caller cannot use this to read other files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from rlmx.errors import ConfigError
+
+RUN_ID = re.compile(r"^[0-9a-f]{6,32}$")
+CODE_LINE_CHARS = 100
+
+
+def find_trace(spec: str, trace_dir: Path) -> Path:
+    """A trace by run id (the trace id of a served run) or file name, inside `trace_dir` only."""
+    spec = spec.strip()
+    base = trace_dir.resolve()
+    if RUN_ID.match(spec):
+        matches = sorted(base.glob(f"*-{spec}.jsonl"))
+        if matches:
+            return matches[-1]
+        raise ConfigError(f"no trace with run id {spec!r} in {base}")
+    name = Path(spec).name
+    if spec != name and Path(spec).resolve().parent != base:
+        raise ConfigError(f"only traces in {base} can be read; give a run id or a file name from there")
+    candidate = (base / name).resolve()
+    if candidate.parent != base or not candidate.is_file() or not name.endswith(".jsonl"):
+        raise ConfigError(f"no trace file {name!r} in {base}")
+    return candidate
+
+
+def recent_traces(trace_dir: Path, limit: int = 10) -> str:
+    files = sorted(trace_dir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:limit]
+    if not files:
+        return f"no traces yet in {trace_dir}"
+    lines = [f"{len(files)} most recent traces in {trace_dir}:"]
+    for path in files:
+        first = _first_record(path)
+        question = _text(first.get("question"))[:80].replace("\n", " ")
+        lines.append(f"- {first.get('run_id', '?')}  {path.name}  {question!r}")
+    return "\n".join(lines)
+
+
+def _first_record(path: Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        try:
+            record = json.loads(handle.readline() or "{}")
+        except ValueError:
+            return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("text") or value.get("head") or "")
+    return "" if value is None else str(value)
+
+
+def describe_trace(path: Path, *, turns: bool = False) -> str:
+    """A summary of the last run in the trace file: outcome, usage, the RLM tree; with `turns`, each root turn."""
+    import rlmx.trace
+
+    trace = rlmx.trace.load(path)
+    summary = trace.summary()
+    cost = summary.get("cost_usd")
+    tokens = int(summary.get("input_tokens") or 0) + int(summary.get("output_tokens") or 0)
+    lines = [
+        f"run {trace.run_start.get('run_id', '?')} (trace: {path})",
+        f"question: {summary.get('question')}",
+        f"answer: {summary.get('answer')}",
+        (
+            f"stopped by {summary.get('stopped_by') or 'nothing yet (unfinished or cancelled)'} after "
+            f"{summary.get('iterations') or 0} turns · {summary.get('calls')} model calls · {tokens:,} tokens · "
+            + (f"${cost:.4f}" if isinstance(cost, (int, float)) else "cost unknown")
+            + (f" · {summary['elapsed_s']} s" if summary.get("elapsed_s") is not None else "")
+        ),
+        "RLMs:",
+    ]
+    for node in trace.nodes():
+        cells = [cell for turn in node.turns for cell in turn.cells]
+        subs = sum(len(cell.sub_calls) for cell in cells)
+        children = sum(len(cell.children) for cell in cells)
+        label = "root" if node.depth == 0 else repr(node.question[:60])
+        lines.append(
+            f"{'  ' * node.depth}- depth {node.depth} {label}: {len(node.turns)} turns, {len(cells)} code cells, "
+            f"{subs} sub-calls, {children} child RLMs; stopped by {node.stopped_by or '-'}"
+        )
+    if turns:
+        lines.append("root turns:")
+        for turn in trace.root.turns:
+            for cell in turn.cells:
+                code = cell.code.strip().splitlines()
+                first = code[0][:CODE_LINE_CHARS] if code else ""
+                error = cell.exec.get("error") if cell.exec is not None else "(still running)"
+                more = f" (+{len(code) - 1} lines)" if len(code) > 1 else ""
+                lines.append(
+                    f"  turn {turn.iteration}: {first}{more} · {len(cell.sub_calls)} sub-calls"
+                    + (f" · error: {str(error).splitlines()[-1][:120]}" if error else "")
+                )
+    return "\n".join(lines)

@@ -1,0 +1,157 @@
+"""`rlmx mcp` over stdio, driven by the official `mcp` client session, backed by the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import mcp_types
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from rlmx.testing import ScriptedServer
+from serve_helpers import Router
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(Router()) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("mcp")
+    (base / "project" / "docs").mkdir(parents=True)
+    (base / "project" / "docs" / "a.txt").write_text("alpha " * 10)
+    (base / "project" / "docs" / "b.txt").write_text("beta " * 20)
+    (base / "project" / "src").mkdir()
+    (base / "project" / "src" / "main.py").write_text("print('hi')\n")
+    (base / "secret.txt").write_text("outside the root")
+    return base
+
+
+def server_params(srv: ScriptedServer, root: Path, *extra: str) -> StdioServerParameters:
+    args = ["-m", "rlmx.cli", "mcp", "--root", str(root / "project"), "--model", "openai:scripted"]
+    env = {**os.environ, "XDG_STATE_HOME": str(root / "state")}
+    return StdioServerParameters(command=sys.executable, args=[*args, "--base-url", srv.url, *extra], env=env)
+
+
+def session(
+    srv: ScriptedServer,
+    root: Path,
+    body: Callable[[Client], Awaitable[Any]],
+    *,
+    client_roots: list[Path] | None = None,
+) -> Any:
+    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
+        assert client_roots is not None
+        return mcp_types.ListRootsResult(
+            roots=[mcp_types.Root(uri=p.as_uri(), name=p.name) for p in client_roots]
+        )
+
+    async def go() -> Any:
+        extra: dict[str, Any] = {"list_roots_callback": list_roots} if client_roots is not None else {}
+        async with Client(server_params(srv, root), read_timeout_seconds=120, **extra) as client:
+            return await body(client)
+
+    return asyncio.run(go())
+
+
+def text_of(result: mcp_types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, mcp_types.TextContent))
+
+
+def test_lists_the_tools_with_their_arguments(model_server: ScriptedServer, root: Path) -> None:
+    tools = session(model_server, root, lambda c: c.list_tools()).tools
+    by_name = {t.name: t for t in tools}
+    assert set(by_name) == {"ask", "trace"}
+    ask = by_name["ask"].input_schema
+    assert set(ask["properties"]) == {"question", "paths", "text", "model", "max_depth", "budget_usd"}
+    assert ask["required"] == ["question"]
+    assert str(root / "project") in (by_name["ask"].description or "")  # the allowed roots are announced
+
+
+def test_ask_about_a_folder_answers_with_usage_trace_and_progress(
+    model_server: ScriptedServer, root: Path
+) -> None:
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def body(client: Client) -> tuple[mcp_types.CallToolResult, mcp_types.CallToolResult]:
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append((value, total, message))
+
+        answer = await client.call_tool(
+            "ask", {"question": "list the documents", "paths": ["docs"]}, progress_callback=on_progress
+        )
+        run_id = re.search(r"-([0-9a-f]{12})\.jsonl", text_of(answer)).group(1)
+        summary = await client.call_tool("trace", {"run": run_id, "turns": True})
+        return answer, summary
+
+    answer, summary = session(model_server, root, body)
+    assert not answer.is_error, text_of(answer)
+    text = text_of(answer)
+    found, _, footer = text.partition("\n\n---\n")
+    assert json.loads(found) == {"docs/a.txt": 60, "docs/b.txt": 100}
+    assert re.search(r"\d+ model calls · [\d,]+ tokens · .* · 2 turns · .* stopped by final", footer)
+    trace_path = Path(footer.split("trace: ", 1)[1].strip())
+    assert trace_path.is_file() and trace_path.is_relative_to(root / "state")
+    messages = [m for _, _, m in progress]
+    assert any(m and m.startswith("turn 1:") for m in messages) and any(
+        "run ended (final)" in (m or "") for m in messages
+    )
+    assert [v for v, _, _ in progress] == sorted(v for v, _, _ in progress)  # progress only goes up
+    assert not summary.is_error
+    assert "question: list the documents" in text_of(summary) and "stopped by final after 2 turns" in text_of(
+        summary
+    )
+    assert "turn 1: docs = context" in text_of(summary)
+
+
+@pytest.mark.parametrize(
+    "path", ["../secret.txt", "SECRET", "docs/../../secret.txt"], ids=["dotdot", "absolute", "nested-dotdot"]
+)
+def test_paths_outside_the_roots_are_refused(model_server: ScriptedServer, root: Path, path: str) -> None:
+    path = path.replace("SECRET", str(root / "secret.txt"))
+    result = session(
+        model_server, root, lambda c: c.call_tool("ask", {"question": "list the documents", "paths": [path]})
+    )
+    assert result.is_error
+    assert "outside the allowed roots" in text_of(result) or "'..' part" in text_of(result)
+    assert "outside the root" not in text_of(result)  # nothing of the file's content
+
+
+def test_client_roots_narrow_what_may_be_read(model_server: ScriptedServer, root: Path) -> None:
+    async def body(client: Client) -> tuple[mcp_types.CallToolResult, mcp_types.CallToolResult]:
+        inside = await client.call_tool("ask", {"question": "list the documents", "paths": ["docs"]})
+        outside = await client.call_tool("ask", {"question": "list the documents", "paths": ["src/main.py"]})
+        return inside, outside
+
+    inside, outside = session(model_server, root, body, client_roots=[root / "project" / "docs"])
+    assert not inside.is_error
+    assert json.loads(text_of(inside).split("\n\n---\n")[0]) == {"docs/a.txt": 60, "docs/b.txt": 100}
+    assert outside.is_error and "outside the allowed roots" in text_of(outside)
+
+
+def test_inline_text_needs_no_roots_and_bad_profiles_are_tool_errors(
+    model_server: ScriptedServer, root: Path
+) -> None:
+    async def body(client: Client) -> tuple[mcp_types.CallToolResult, ...]:
+        inline = await client.call_tool("ask", {"question": "list the documents", "text": "some words"})
+        unknown = await client.call_tool("ask", {"question": "say hello", "model": "rlmx/nope"})
+        listing = await client.call_tool("trace", {})
+        escape = await client.call_tool("trace", {"run": "/etc/passwd"})
+        return inline, unknown, listing, escape
+
+    inline, unknown, listing, escape = session(model_server, root, body)
+    assert json.loads(text_of(inline).split("\n\n---\n")[0]) == {"single": 10}
+    assert unknown.is_error and "rlmx/scripted" in text_of(unknown)
+    assert "most recent traces" in text_of(listing)
+    assert escape.is_error and "only traces in" in text_of(escape)

@@ -1,0 +1,205 @@
+"""Progress on stderr: the live tree (terminal), plain lines (pipes), nothing with --quiet."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import re
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from observability_runs import SCRIPTED, depth2_policy, run_depth2
+from rlmx.engine.progress import MAX_CHILDREN_SHOWN, LiveTree, PlainLines, ProgressState
+from rlmx.testing import ScriptedServer
+from rlmx.trace import read_records
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    path = tmp_path_factory.mktemp("progress") / "run.jsonl"
+    with ScriptedServer(depth2_policy) as srv:
+        assert run_depth2(srv, path).stopped_by == "final"
+    return read_records(path)
+
+
+def snapshot(tree: LiveTree) -> str:
+    buffer = io.StringIO()
+    Console(file=buffer, width=120, color_system=None).print(tree.render())
+    return buffer.getvalue()
+
+
+def replay_until(records: list[dict[str, Any]], stop: Any) -> LiveTree:
+    tree = LiveTree(io.StringIO())
+    tree.closed = True  # draw on demand only, no live refresh thread
+    for record in records:
+        tree(record)
+        if stop(record):
+            break
+    return tree
+
+
+def test_live_tree_shows_root_turn_running_code_children_and_batch_counters(
+    records: list[dict[str, Any]],
+) -> None:
+    # the moment the first child starts its own batch: root code running, rlm batch 0/2 done
+    tree = replay_until(records, lambda r: r["type"] == "batch_start" and r["depth"] == 1)
+    text = snapshot(tree)
+    assert text.startswith("rlmx ") and "calls |" in text and "$" in text
+    assert "root turn 1 · running code: notes = llm_query_batched" in text
+    assert "rlm_query_batched 0/2" in text
+    assert "child 'child " in text and "turn 1 · running code: parts = llm_query_batched" in text
+    assert "llm_query_batched 0/2" in text  # the child's own batch, nested under it
+    # counters move as calls come back
+    state = tree.state
+    batch = next(b for b in state.batches.values() if not b.finished and b.method == "llm_query_batched")
+    assert batch.done == 0 and batch.n == 2
+
+
+def test_live_tree_totals_match_the_run_and_children_fold_when_done(records: list[dict[str, Any]]) -> None:
+    tree = replay_until(records, lambda r: False)
+    text = snapshot(tree)
+    run_end = records[-1]
+    usage = run_end["usage"]
+    assert f"{usage['calls']} calls" in text
+    assert f"{usage['input_tokens']:,} in / {usage['output_tokens']:,} out tokens" in text
+    assert f"${usage['cost_usd']:.4f}" in text
+    assert "2 children done" in text and "child 'child A'" not in text
+    assert "root turn 2 · done: final" in text
+
+
+def test_many_running_children_are_summarised() -> None:
+    state_records: list[dict[str, Any]] = [
+        {"type": "run_start", "id": "e1", "parent_id": None, "depth": 0, "question": {"text": "q"}},
+        {
+            "type": "exec_start",
+            "id": "e3",
+            "parent_id": "e1",
+            "depth": 0,
+            "exec_id": "e2",
+            "iteration": 1,
+            "code": {"text": "rlm_query_batched(...)"},
+        },
+    ]
+    for i in range(10):
+        state_records.append(
+            {
+                "type": "child_start",
+                "id": f"c{i}",
+                "parent_id": "e2",
+                "depth": 1,
+                "question": {"text": f"c{i}"},
+            }
+        )
+    state_records.append(
+        {
+            "type": "child_end",
+            "id": "x",
+            "parent_id": "e2",
+            "depth": 1,
+            "child_id": "c0",
+            "stopped_by": "final",
+            "iterations": 2,
+        }
+    )
+    tree = LiveTree(io.StringIO())
+    tree.closed = True
+    for record in state_records:
+        tree(record)
+    text = snapshot(tree)
+    assert text.count("child 'c") == MAX_CHILDREN_SHOWN
+    assert f"{9 - MAX_CHILDREN_SHOWN} more running, 1 children done" in text
+
+
+def test_plain_lines_report_steps_but_not_every_sub_call(records: list[dict[str, Any]]) -> None:
+    stream = io.StringIO()
+    lines_sink = PlainLines(stream)
+    for record in records:
+        lines_sink(record)
+    lines = stream.getvalue().splitlines()
+    assert all(line.startswith("[rlmx ") for line in lines)
+    assert any("root turn 1: running code: notes = llm_query_batched" in line for line in lines)
+    assert any("root: llm_query_batched with 3 prompts" in line for line in lines)
+    assert any("child 'child A' turn 1: model replied" in line for line in lines)
+    assert sum("child RLM ended by final" in line for line in lines) == 2
+    sub_calls = sum(
+        1 for r in records if r["type"] == "lm_call" and r["purpose"] in ("llm_query", "fallback")
+    )
+    assert len(lines) < len(records) - sub_calls  # one line per step, none per sub-call
+    assert "$" in lines[-1] and f"{records[-1]['usage']['calls']} calls" in lines[-1]
+
+
+def test_progress_state_ignores_unknown_record_types() -> None:
+    state = ProgressState()
+    state.apply({"type": "something_new", "id": "e1", "parent_id": None, "depth": 0})
+    assert state.calls == 0 and state.nodes == {}
+
+
+# --- through the CLI ---------------------------------------------------------------------------------------
+def ask_args(url: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "rlmx.cli",
+        "ask",
+        "What do the children find?",
+        "--model",
+        SCRIPTED,
+        "--base-url",
+        url,
+        "--max-depth",
+        "2",
+        "--no-trace",
+        "--price",
+        f"{SCRIPTED}=100,400",
+    ]
+
+
+def test_cli_without_a_tty_writes_plain_lines_and_quiet_writes_none() -> None:
+    with ScriptedServer(depth2_policy) as srv:
+        plain = subprocess.run(ask_args(srv.url), capture_output=True, text=True, timeout=120)
+        quiet = subprocess.run([*ask_args(srv.url), "--quiet"], capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and quiet.returncode == 0, plain.stderr + quiet.stderr
+    assert not ANSI.search(plain.stderr)
+    assert "root turn 1: running code:" in plain.stderr and "rlm_query_batched with 2 prompts" in plain.stderr
+    assert quiet.stderr == ""
+    assert plain.stdout == quiet.stdout  # the answer, on stdout, either way
+
+
+def test_cli_on_a_terminal_draws_the_live_tree() -> None:
+    master, slave = pty.openpty()
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm-256color"}
+    with ScriptedServer(depth2_policy) as srv:
+        proc = subprocess.run(
+            ask_args(srv.url), stdout=subprocess.PIPE, stderr=slave, text=True, env=env, timeout=120
+        )
+    os.close(slave)
+    reader.join(timeout=10)
+    os.close(master)
+    screen = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+    assert proc.returncode == 0, screen
+    assert "rlmx " in screen and "calls |" in screen
+    assert "root turn" in screen and ("2 children done" in screen or "child 'child" in screen)
+    assert "[rlmx] stopped by final" in screen
+    assert "root turn 1: running code" not in screen  # not the plain-lines format

@@ -1,0 +1,355 @@
+"""The sandbox backends through the real loop: isolation facts, limits, recovery, the zygote, fallbacks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policies import is_root, last_user, question, repl, turn
+from rlmx import Limits, SandboxSettings
+from rlmx.sandbox.base import ContextPayload
+from rlmx.sandbox.isolation import SIMULATE_ENV
+from rlmx.sandbox.pool import worker_env
+from rlmx.sandbox.process import ProcessSandboxes
+from rlmx.testing import ScriptedServer
+from sandbox_support import FOLLOW_UP, descendants, records, run_scripted, scripted, wait_no_descendants
+
+REPORT = r"""
+import json, os, resource
+status = dict(line.split(':', 1) for line in open('/proc/self/status').read().splitlines())
+lims = {n: resource.getrlimit(getattr(resource, 'RLIMIT_' + n)) for n in ('NPROC', 'FSIZE', 'NOFILE', 'CPU', 'AS')}
+print('REPORT', json.dumps({
+    'uid': os.getuid(), 'euid': os.geteuid(), 'gid': os.getgid(), 'groups': os.getgroups(),
+    'cap_eff': status['CapEff'].strip(), 'cap_bnd': status['CapBnd'].strip(),
+    'no_new_privs': status['NoNewPrivs'].strip(), 'pid': os.getpid(), 'cwd': os.getcwd(),
+    'hostname': os.uname().nodename, 'env': sorted(os.environ), 'pids': sorted(p for p in os.listdir('/proc') if p.isdigit()),
+    'ifaces': [l.split(':')[0].strip() for l in open('/proc/net/dev').read().splitlines()[2:]],
+    'root': sorted(os.listdir('/')), 'etc': sorted(os.listdir('/etc')), 'stdin': os.readlink('/proc/self/fd/0'),
+    'fds': sorted(os.listdir('/proc/self/fd')), 'limits': lims,
+}))
+"""
+
+
+def report(outcome: Any, n: int = 1) -> dict[str, Any]:
+    match = re.search(r"REPORT (\{.*\})", outcome.said_after(n))
+    assert match, outcome.said_after(n)
+    return json.loads(match.group(1))
+
+
+def test_the_default_worker_is_unprivileged_alone_and_limited() -> None:
+    host_view: dict[str, Any] = {}
+
+    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
+        if not is_root(messages):
+            return "sub-ok"
+        if turn(messages) == 0:
+            return repl(REPORT)
+        if "uids" not in host_view:  # the worker is alive now: look at the tree from the host's side
+            uids = {}
+            for pid in descendants(os.getpid()):
+                with open(f"/proc/{pid}/status") as fh:
+                    fields = dict(line.split(":", 1) for line in fh.read().splitlines())
+                uids[pid] = int(fields["Uid"].split()[0])
+            host_view["uids"] = uids
+        return "FINAL(done)"
+
+    settings = SandboxSettings(max_processes=40, max_file_mb=20, max_open_files=99, worker_cpu_s=500)
+    out = run_scripted(policy, sandbox=settings)
+    assert out.result.stopped_by == "final"
+    seen = report(out)
+    assert seen["uid"] != 0 and seen["euid"] != 0 and seen["groups"] == []
+    assert int(seen["cap_eff"], 16) == 0 and int(seen["cap_bnd"], 16) == 0 and seen["no_new_privs"] == "1"
+    assert seen["hostname"] == "rlmx-sandbox" and seen["ifaces"] == ["lo"]
+    assert seen["cwd"] == "/tmp" and seen["stdin"] == "/dev/null"
+    assert set(seen["pids"]) <= {"1", str(seen["pid"])}  # its own PID namespace: nothing else is visible
+    assert set(seen["env"]) <= set(worker_env("/tmp")) and not any("KEY" in k for k in seen["env"])
+    assert seen["etc"] and "shadow" not in seen["etc"] and "passwd" in seen["etc"]
+    assert set(seen["root"]) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "root"} | {
+        "sbin",
+        "tmp",
+        "usr",
+        "work",
+        "home",
+        "opt",
+    }
+    # fds: 0-2, the two pipes, the output capture file, and the one listdir itself opened
+    assert len(seen["fds"]) <= 7
+    limits = seen["limits"]
+    assert limits["NPROC"] == [40, 40] and limits["NOFILE"] == [99, 99]
+    assert limits["FSIZE"] == [20 * 2**20] * 2 and limits["CPU"][1] == 500
+    # from the host: the process that ran the cell has an unprivileged outer uid (never root)
+    outer = sorted(host_view["uids"].values())
+    assert outer and max(outer) >= 2_000_000_000
+    assert not wait_no_descendants(os.getpid())  # nothing of the run outlives it
+
+
+def test_host_files_are_out_of_view_and_the_view_is_read_only(tmp_path: Path) -> None:
+    secret = tmp_path / "planted.txt"
+    secret.write_text("planted-secret-value")
+    code = f"""
+import os
+for path in [{str(secret)!r}, '/etc/shadow', '/root/.bashrc', '/var/log', '/home']:
+    print(path, os.path.exists(path))
+for path in ['/usr/x', '/etc/x', '/x', {str(Path.cwd() / "src" / "x")!r}]:
+    try:
+        open(path, 'w')
+        print('WROTE', path)
+    except OSError as exc:
+        print('refused', path, exc.errno)
+import json
+print(len(json.dumps({{'python': 'works'}})))
+"""
+    out = run_scripted(scripted(repl(code), FOLLOW_UP, "FINAL(done)"))
+    said = out.said_after(1)
+    assert f"{secret} False" in said and "/etc/shadow False" in said and "/home False" in said
+    assert "WROTE" not in said and said.count("refused") == 4
+    assert out.continued and not list(tmp_path.glob("x"))
+
+
+def test_scratch_dir_is_private_capped_and_fresh_after_a_restart() -> None:
+    code_fill = """
+with open('/tmp/keep.txt', 'w') as fh:
+    fh.write('kept')
+try:
+    with open('/tmp/big', 'wb') as fh:
+        for _ in range(64):
+            fh.write(b'x' * 2**20)
+except OSError as exc:
+    print('stopped', exc.errno)
+"""
+    out = run_scripted(
+        scripted(
+            repl(code_fill),
+            repl("import os\nprint(sorted(os.listdir('/tmp')))"),
+            repl("import os\nos._exit(1)"),
+            repl("import os\nprint('after', sorted(os.listdir('/tmp')))"),
+            "FINAL(done)",
+        ),
+        sandbox=SandboxSettings(scratch_mb=16, max_file_mb=512),
+        limits=Limits(max_iterations=6),
+    )
+    assert "stopped 28" in out.said_after(1)  # ENOSPC: the scratch dir's size cap
+    assert "keep.txt" in out.said_after(2) and "REPL process died" in out.said_after(3)
+    assert "after []" in out.said_after(4)  # a restarted REPL gets a fresh, empty working directory
+
+
+def test_a_cell_over_its_cpu_time_is_stopped_and_the_repl_keeps_its_variables() -> None:
+    out = run_scripted(
+        scripted(repl("kept = 41\nwhile True:\n    pass"), repl("print('kept', kept + 1)"), "FINAL(done)"),
+        sandbox=SandboxSettings(cell_cpu_s=1, cell_timeout_s=60),
+    )
+    assert "CPUTimeExceeded" in out.said_after(1) and "restarted" not in out.said_after(1)
+    assert "kept 42" in out.said_after(2)
+
+
+def test_forks_made_by_model_code_never_speak_on_the_pipes() -> None:
+    code = """
+import os
+from multiprocessing import Pool
+with Pool(2) as pool:
+    print('pool', pool.map(abs, [-1, -2, -3]))
+pid = os.fork()
+print('forked' if pid else 'child-copy')
+if pid:
+    os.waitpid(pid, 0)
+"""
+    out = run_scripted(scripted(repl(code), FOLLOW_UP, "FINAL(done)"))
+    said = out.said_after(1)
+    assert "pool [1, 2, 3]" in said and "forked" in said
+    assert out.result.stopped_by == "final" and out.continued
+
+
+def test_children_fork_from_the_zygote_and_a_new_value_is_all_a_child_gets() -> None:
+    check = (
+        "import rlmx.sandbox.worker as w\n"
+        "print('INHERITS', context is w.INHERITED[0], len(context))\n"
+        "n = len(context)"
+    )
+
+    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
+        if not is_root(messages):
+            return "leaf"
+        if question(messages).startswith("child"):
+            return repl(check) if turn(messages) == 0 else "FINAL_VAR(n)"
+        if turn(messages) == 0:
+            return repl(
+                "r = [rlm_query('child same'), rlm_query('child slice', context=context[:5])]\nprint(r)"
+            )
+        return "FINAL_VAR(r)"
+
+    out = run_scripted(policy, "0123456789" * 100, limits=Limits(max_depth=2, max_llm_calls=20))
+    assert out.result.answer == ["1000", "5"]
+    child_out = [r["output"]["text"] for r in records(out) if r["type"] == "exec" and r["depth"] == 1]
+    assert sorted(child_out) == ["INHERITS False 5\n", "INHERITS True 1000\n"]
+
+
+def test_sixteen_parallel_children_never_see_each_others_output() -> None:
+    child_code = """
+import os, subprocess, sys, time
+me = question_id
+for j in range(150):
+    print(f'{me}:{j}')
+    if j % 50 == 0:
+        sys.stderr.write(f'{me}:err{j}\\n')
+        time.sleep(0.005)
+os.write(1, f'{me}:fd\\n'.encode())
+subprocess.run(['echo', f'{me}:sub'])
+"""
+
+    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
+        if not is_root(messages):
+            return "leaf"
+        q = question(messages)
+        if q.startswith("child"):
+            if turn(messages) == 0:
+                return repl(f"question_id = {q.split()[1]!r}\n" + child_code)
+            return "FINAL(ok)"
+        if turn(messages) == 0:
+            return repl("res = rlm_query_batched([f'child c{i:02d}' for i in range(16)])\nprint(res)")
+        return "FINAL_VAR(res)"
+
+    limits = Limits(max_depth=2, max_llm_calls=80, max_concurrent_children=16)
+    out = run_scripted(policy, limits=limits)
+    assert out.result.answer == ["ok"] * 16
+    outputs: dict[str, str] = {}
+    for r in out.requests:
+        if is_root(r.messages) and question(r.messages).startswith("child") and turn(r.messages) == 1:
+            outputs[question(r.messages).split()[1]] = last_user(r.messages)
+    assert sorted(outputs) == [f"c{i:02d}" for i in range(16)]
+    for me, text in outputs.items():
+        tags = re.findall(r"\b(c\d\d):", text)
+        assert tags and set(tags) == {me}, (me, text[:300])  # only its own lines, none of the others'
+        assert all(f"{me}:{j}\n" in text for j in range(150))
+        assert f"{me}:fd" in text and f"{me}:sub" in text and f"{me}:err100" in text
+
+
+def test_the_default_refuses_where_it_cannot_isolate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SIMULATE_ENV, "unavailable")
+    out = run_scripted(scripted(repl("print('cell-' + 'ran')"), "FINAL(done)"))
+    error = out.result.error or ""
+    assert out.result.stopped_by == "error" and "\n" not in error
+    assert "cannot isolate model code here" in error and "--sandbox process-unisolated" in error
+    users = [m["content"] for r in out.requests for m in r.messages if m["role"] == "user"]
+    assert not any("cell-ran" in text for text in users)  # no cell ever ran
+    start = records(out)[0]
+    assert start["type"] == "run_start" and start["sandbox"]["backend"] == "process"
+
+
+def test_reduced_isolation_is_explicit_and_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SIMULATE_ENV, "unavailable")
+    monkeypatch.setenv("RLMX_TEST_SECRET_TOKEN", "tok-unisolated-secret")
+    code = "import os, resource\nprint('ENV', sorted(os.environ))\nprint('CWD', os.getcwd())\n"
+    code += "print('NOFILE', resource.getrlimit(resource.RLIMIT_NOFILE))"
+    settings = SandboxSettings(backend="process-unisolated", max_open_files=77)
+    out = run_scripted(scripted(repl(code), "FINAL(done)"), sandbox=settings)
+    assert out.result.stopped_by == "final"
+    said = out.said_after(1)
+    assert "tok-unisolated-secret" not in out.bodies and "RLMX_TEST_SECRET_TOKEN" not in said
+    assert "NOFILE (77, 77)" in said
+    cwd = re.search(r"CWD (\S+)", said)
+    assert cwd and "rlmx-repl-" in cwd.group(1) and not Path(cwd.group(1)).exists()  # removed afterwards
+    assert records(out)[0]["sandbox"]["backend"] == "process-unisolated"
+
+
+def test_shared_id_mode_drops_every_capability(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """As started by a user other than root: one mapped uid, so workers keep it and lose all capabilities."""
+    monkeypatch.setenv(SIMULATE_ENV, "single-id")
+    (tmp_path / "planted.txt").write_text("x")
+    code = (
+        REPORT
+        + f"""
+import os, subprocess
+print('PLANTED', os.path.exists({str(tmp_path / "planted.txt")!r}))
+print('NESTED', subprocess.run(['unshare', '-r', 'true']).returncode)
+print('SHELL-CAPS', subprocess.run(['grep', 'CapEff', '/proc/self/status'], capture_output=True, text=True).stdout)
+"""
+    )
+    out = run_scripted(scripted(repl(code), "FINAL(done)"))
+    seen = report(out)
+    said = out.said_after(1)
+    assert seen["uid"] == 0 and int(seen["cap_eff"], 16) == 0 and int(seen["cap_bnd"], 16) == 0
+    assert seen["ifaces"] == ["lo"] and "PLANTED False" in said and "NESTED 0" not in said
+    assert "CapEff:\t0000000000000000" in said  # a program it runs gets no capabilities either
+
+
+def test_local_backend_runs_in_process_and_parallel_children_keep_their_output() -> None:
+    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
+        if not is_root(messages):
+            return "leaf"
+        q = question(messages)
+        if q.startswith("child"):
+            if turn(messages) == 0:
+                tag = q.split()[1]
+                return repl(f"import time\nfor j in range(50):\n    print('{tag}', j)\n    time.sleep(0.001)")
+            return "FINAL(ok)"
+        if turn(messages) == 0:
+            return repl(
+                "import os\nhost = os.getpid()\nres = rlm_query_batched([f'child t{i}' for i in range(4)])"
+            )
+        if turn(messages) == 1:
+            return repl("keep = 5\nwhile True:\n    pass")
+        return repl("print('keep', keep, host)") if turn(messages) == 2 else "FINAL_VAR(res)"
+
+    settings = SandboxSettings(backend="local", cell_timeout_s=1.0)
+    out = run_scripted(policy, sandbox=settings, limits=Limits(max_depth=2, max_llm_calls=30))
+    assert out.result.answer == ["ok"] * 4
+    assert "TimeoutError" in out.said_after(2) and f"keep 5 {os.getpid()}" in out.said_after(3)
+    for r in out.requests:
+        if is_root(r.messages) and question(r.messages).startswith("child") and turn(r.messages) == 1:
+            tag = question(r.messages).split()[1]
+            assert set(re.findall(r"\b(t\d) \d+", last_user(r.messages))) == {tag}
+    assert SandboxSettings().backend == "process"  # never the default
+
+
+def test_a_dead_zygote_is_started_again() -> None:
+    async def scenario() -> tuple[str, str]:
+        boxes = ProcessSandboxes(SandboxSettings())
+        box = boxes()
+        await box.start(ContextPayload.of("abc"))
+
+        async def no_rpc(method: str, params: dict[str, Any]) -> Any:
+            raise AssertionError("no sub-calls here")
+
+        assert boxes.pool.proc is not None
+        os.killpg(boxes.pool.proc.pid, 9)  # the zygote and everything under it
+        first = await box.execute("print(len(context))", no_rpc)
+        second = await box.execute("print(len(context))", no_rpc)
+        await box.close()
+        await boxes.aclose()
+        return first.error or "", second.output
+
+    error, output = asyncio.run(scenario())
+    assert "REPL process died" in error and output == "3\n"
+    assert not wait_no_descendants(os.getpid())
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="unknown backend 'docker'"):
+        SandboxSettings(backend="docker")
+    with pytest.raises(ValueError, match="memory_mb must be >= 16"):
+        SandboxSettings(memory_mb=1)
+
+
+def test_cli_sandbox_option(tmp_path: Path) -> None:
+    def ask(*extra: str, url: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "rlmx.cli", "ask", "q", "--model", "openai:scripted", "--base-url", url]
+        cmd += ["--no-trace", "--quiet", *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    policy = scripted(repl("import os\nprint(os.getuid())"), "FINAL(done)")
+    with ScriptedServer(policy) as srv:
+        bad = ask("--sandbox", "docker", url=srv.url)
+        unisolated = ask("--sandbox", "process-unisolated", url=srv.url)
+        default = ask(url=srv.url)
+    assert bad.returncode == 2 and "--sandbox: unknown backend 'docker'" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    assert unisolated.returncode == 0 and "reduced isolation" in unisolated.stderr
+    assert default.returncode == 0 and default.stdout.strip() == "done" and "warning" not in default.stderr
