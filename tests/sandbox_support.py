@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policies import is_forced_final, is_root, last_user, repl, turn
+from policies import is_forced_final, is_root, last_user, question, repl, turn
 from rlmx import RLM, Limits, ModelOptions, RunResult, SandboxSettings
 from rlmx.testing import ScriptedServer
 
+QUESTION = "What is in the context?"
 STILL_HERE = "still-here"
 FOLLOW_UP = repl(f"print('{STILL_HERE}', len(context))")
 
@@ -31,7 +32,11 @@ class Outcome:
 
     def said_after(self, n: int = 1) -> str:
         """What the REPL told the model after its n-th turn."""
-        roots = [r for r in self.requests if is_root(r.messages) and not is_forced_final(r.messages)]
+        roots = [
+            r
+            for r in self.requests
+            if is_root(r.messages) and question(r.messages) == QUESTION and not is_forced_final(r.messages)
+        ]
         return last_user(roots[n].messages) if len(roots) > n else ""
 
     @property
@@ -67,7 +72,7 @@ def run_scripted(
             limits=limits or Limits(max_iterations=4, max_llm_calls=12),
             trace=True if trace_dir is None else trace_dir / "trace.jsonl",
         )
-        result = rlm.run("What is in the context?", context)
+        result = rlm.run(QUESTION, context)
         requests = list(srv.requests)
     trace = Path(result.trace_path).read_text() if result.trace_path else ""
     subs = [r.messages[-1]["content"] for r in requests if not is_root(r.messages)]

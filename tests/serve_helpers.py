@@ -18,7 +18,7 @@ from typing import Any
 from policies import is_forced_final, is_root, last_user, question, repl, turn
 
 TOKEN = "test-token-0123456789"
-URL_LINE = re.compile(r"listening on (http://\S+/v1)")
+URL_LINE = re.compile(r"(?:listening on|streamable HTTP on) (http://\S+/(?:v1|mcp))")
 BIG = "lorem ipsum dolor sit amet " * 800  # ~21,600 characters: beyond the 8,000-character threshold
 
 

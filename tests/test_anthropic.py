@@ -61,9 +61,7 @@ def test_the_system_prompt_and_the_conversation_prefix_carry_cache_breakpoints()
         ask(claude(srv), [{"role": "user", "content": "a sub-call"}])
         turn, sub = srv.requests
     system = turn.body["system"]
-    assert system == [
-        {"type": "text", "text": history[0]["content"], "cache_control": {"type": "ephemeral"}}
-    ]
+    assert system == [{"type": "text", "text": history[0]["content"], "cache_control": {"type": "ephemeral"}}]
     roles = [m["role"] for m in turn.body["messages"]]
     assert roles == ["user", "assistant", "user"]
     marks = [bool(m["content"][0].get("cache_control")) for m in turn.body["messages"]]

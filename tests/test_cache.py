@@ -71,7 +71,9 @@ def test_the_key_covers_model_endpoint_messages_and_parameters(tmp_path: Path) -
 def test_failed_calls_are_not_cached(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path / "c.sqlite")
     fail = {"on": True}
-    with ScriptedServer(lambda m, r: "good", faults=lambda r: Fault.status(500) if fail["on"] else None) as srv:
+    with ScriptedServer(
+        lambda m, r: "good", faults=lambda r: Fault.status(500) if fail["on"] else None
+    ) as srv:
         options = ModelOptions(base_url=srv.url, retry=RetryPolicy(max_attempts=2, base_delay_s=0.0))
         lm = CachedLM(resolve_model("openai:x", options), cache)
         msgs = [{"role": "user", "content": "q"}]

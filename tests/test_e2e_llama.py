@@ -26,6 +26,7 @@ pytestmark = pytest.mark.e2e
 
 QUESTION = "What is the value of beta?"
 CAPS = ("--max-iterations", "2", "--max-output-tokens", "128", "--max-llm-calls", "8")
+RLMX_ASK = (sys.executable, "-m", "rlmx.cli", "ask")
 STOPS = ("final", "max_iterations", "max_llm_calls")
 KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "AZURE_OPENAI_API_KEY")
 
@@ -67,7 +68,9 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         deadline = time.monotonic() + 180
         while True:
             if server.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {server.returncode}:\n{log_path.read_text()[-3000:]}")
+                pytest.fail(
+                    f"llama_cpp.server exited with {server.returncode}:\n{log_path.read_text()[-3000:]}"
+                )
             try:
                 with urllib.request.urlopen(f"{url}/models", timeout=2) as reply:
                     if reply.status == 200:
@@ -94,8 +97,7 @@ def run_ask(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARS and k != "RLMX_MODEL"}
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")  # no user config file
     proc = subprocess.run(
-        [sys.executable, "-m", "rlmx.cli", "ask", QUESTION, "-c", str(context), *CAPS, "--json"]
-        + ["--trace", str(trace), *args],
+        [*RLMX_ASK, QUESTION, "-c", str(context), *CAPS, "--json", "--trace", str(trace), *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,  # no project config file

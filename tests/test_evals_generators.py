@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ast
 import os
-from difflib import SequenceMatcher
 from collections.abc import Iterator
+from difflib import SequenceMatcher
 
 import pytest
 
@@ -117,7 +117,9 @@ def test_doc_multihop_synthetic_has_2_to_4_hops_and_near_duplicates() -> None:
         twins = item.spec["near_duplicates"]  # every gold document has a near-duplicate twin
         assert len(twins) == len(item.spec["gold_docs"]) and all(t in paths for t in twins)
         for gold, twin in zip(item.spec["gold_docs"], twins, strict=True):
-            same_stem = "-" in gold and twin.rsplit("-", 1)[0] == gold.rsplit("-", 1)[0]  # other suffix/number
+            same_stem = (
+                "-" in gold and twin.rsplit("-", 1)[0] == gold.rsplit("-", 1)[0]
+            )  # other suffix/number
             assert twin != gold and (same_stem or SequenceMatcher(None, twin, gold).ratio() > 0.8)
     assert hops == {2, 3, 4}
 
@@ -150,11 +152,17 @@ def _param_count(src: str, qualname: str) -> int:
     nodes: list[ast.stmt] = ast.parse(src).body
     node: ast.AST | None = None
     for part in qualname.split("."):
-        node = next(x for x in nodes if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and x.name == part)
+        node = next(
+            x
+            for x in nodes
+            if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and x.name == part
+        )
         nodes = node.body
     assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     a = node.args
-    return len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+    return (
+        len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+    )
 
 
 @pytest.fixture
@@ -185,5 +193,7 @@ def test_fallbacks_need_nothing_installed(name: str, variant: str) -> None:
     for index in range(3):
         item = generate_item(name, 8_192, index, variant=variant)
         assert "fallback" in item.source or "rlmx" in item.source or "RULER's" in item.source, item.source
-        reply = Oracle(noise=Noise()).read(f"{render_context(item.context)}\n\nQuestion: {item.question}", item)
+        reply = Oracle(noise=Noise()).read(
+            f"{render_context(item.context)}\n\nQuestion: {item.question}", item
+        )
         assert fam.score(reply, item).value == 1.0

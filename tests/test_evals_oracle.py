@@ -100,7 +100,9 @@ def test_noisy_oracle_on_pairs_matches_simulation() -> None:
     ("doc_multihop", "synthetic", ("answer",)),
     ("codeqa", "synthetic", ("choice",)),
 ])  # fmt: skip
-def test_noisy_oracle_answers_are_wrong_exactly_when_the_noise_says(name: str, variant: str, decision: tuple[str, ...]) -> None:
+def test_noisy_oracle_answers_are_wrong_exactly_when_the_noise_says(
+    name: str, variant: str, decision: tuple[str, ...]
+) -> None:
     """Each item's score is 1 - [its answer was flipped]; the mean is 1 - p within sampling error."""
     p, noise = 0.3, Noise(0.3, seed=3)
     scores = []

@@ -52,8 +52,12 @@ def test_suite_runs_rlm_and_baselines_through_the_server_and_reports(tmp_path: P
         written = run_suite(config(srv, tmp_path), oracle=oracle)
         served = srv.served
     assert len(written) == len(SUITE) * 4
-    assert {(r["family"], r["method"]) for r in written} == {(f, m) for f in SUITE for m in ("rlm", "direct", "bm25", "summary")}
-    assert all(r["status"] == "ok" and r["stopped_by"] in ("final",) for r in written), [r["error"] for r in written]
+    assert {(r["family"], r["method"]) for r in written} == {
+        (f, m) for f in SUITE for m in ("rlm", "direct", "bm25", "summary")
+    }
+    assert all(r["status"] == "ok" and r["stopped_by"] in ("final",) for r in written), [
+        r["error"] for r in written
+    ]
     assert all(r["score"] == 1.0 for r in written if r["method"] == "rlm")
     assert sum(r["usage"]["calls"] for r in written) == served  # every call booked, none invented
     for r in written:
@@ -91,11 +95,15 @@ def test_runs_resume_and_the_cache_replays_without_calls(tmp_path: Path) -> None
         calls = srv.served
         assert run_suite(cfg, oracle=oracle) == [] and srv.served == calls  # completed items are skipped
         lines = (tmp_path / "results.jsonl").read_text().splitlines()
-        (tmp_path / "results.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:40])  # torn last line
+        (tmp_path / "results.jsonl").write_text(
+            "\n".join(lines[:-1]) + "\n" + lines[-1][:40]
+        )  # torn last line
         again = run_suite(cfg, oracle=oracle)
         assert len(again) == 1 and srv.served == calls  # redone from the cache: no request reached the server
     assert again[0]["cache_hits"] >= 1
-    before = next(r for r in first if (r["item_id"], r["method"]) == (again[0]["item_id"], again[0]["method"]))
+    before = next(
+        r for r in first if (r["item_id"], r["method"]) == (again[0]["item_id"], again[0]["method"])
+    )
     assert again[0]["answer"] == before["answer"] and again[0]["usage"] == before["usage"]
 
 
@@ -135,7 +143,19 @@ def test_baseline_settings_are_checked() -> None:
 
 def test_cli_oracle_run_writes_results_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "res"
-    args = ["eval", "--oracle", "--suite", "niah,codeqa", "--sizes", "8k", "--n", "2", "--out", str(out), "-q"]
+    args = [
+        "eval",
+        "--oracle",
+        "--suite",
+        "niah,codeqa",
+        "--sizes",
+        "8k",
+        "--n",
+        "2",
+        "--out",
+        str(out),
+        "-q",
+    ]
     with pytest.raises(SystemExit) as exit_info:
         main(args)
     assert exit_info.value.code == 0

@@ -178,7 +178,8 @@ def folder(tmp_path: Path) -> Path:
     (root / "records.jsonl").write_text('{"a": 1}\n')
     (root / ".hidden.txt").write_text("secret\n")
     (root / "dangling.txt").symlink_to(root / "missing-target")
-    (root / "kernel-memory").symlink_to("/proc/self/mem")  # a regular file that cannot be read
+    (root / "kernel-memory").symlink_to("/proc/self/mem")  # points out of the folder: not followed
+    (root / "logs" / "alias.log").symlink_to(root / "logs" / "app.log")  # inside: followed
     os.mkfifo(root / "pipe")
     (root / ".gitignore").write_text("old.log\n*.tmp\n")
     (root / "scratch.tmp").write_text("ignored by .gitignore\n")
@@ -195,6 +196,7 @@ def test_folder_documents_and_every_bad_file_noted(folder: Path) -> None:
         "docs/readme.md",
         "docs/report.pdf",
         "latin1.txt",
+        "logs/alias.log",
         "logs/app.log",
         "records.jsonl",
     ]
@@ -211,7 +213,7 @@ def test_folder_documents_and_every_bad_file_noted(folder: Path) -> None:
         "broken symlink": 1,
         "broken PDF": 1,
         "empty": 1,
-        "unreadable": 1,
+        "symlink out of the folder": 1,
         "not a regular file": 1,
     }
     text = render(stats)
@@ -229,7 +231,7 @@ def test_gitignore_include_exclude_and_hidden(folder: Path) -> None:
     assert "logs/old.log" not in default and "scratch.tmp" not in default and ".hidden.txt" not in default
     assert "logs/old.log" in names(gitignore=False) and "scratch.tmp" in names(gitignore=False)
     assert ".hidden.txt" in names(hidden=True) and ".gitignore" in names(hidden=True)
-    assert names(include=["*.log", "*.md"]) == ["docs/readme.md", "logs/app.log"]
+    assert names(include=["*.log", "*.md"]) == ["docs/readme.md", "logs/alias.log", "logs/app.log"]
     assert names(include=["docs/"]) == [
         "docs/broken.pdf",
         "docs/deep/page.html",
@@ -262,9 +264,15 @@ def test_many_inputs_stdin_and_pipes(tmp_path: Path, folder: Path) -> None:
     value, stats = loaded(context)
     assert isinstance(value, list)
     # data/.gitignore is not in a repository: it applies only to a walk that starts in data/
-    assert [d["path"] for d in value] == ["<stdin>", str(single), "logs/app.log", "logs/old.log"]
-    assert value[0]["text"] == "from stdin\n"
-    assert stats["kind"] == "documents" and stats["count"] == 4
+    assert [d["path"] for d in value] == [
+        "<stdin>",
+        str(single),
+        "logs/alias.log",
+        "logs/app.log",
+        "logs/old.log",
+    ]
+    assert value[0]["text"] == "from stdin\n" and value[2]["text"] == value[3]["text"]
+    assert stats["kind"] == "documents" and stats["count"] == 5
     alone = Context.from_paths("-", stdin=io.StringIO("just stdin"))
     assert not alone.is_files and alone.load() == "just stdin"
     with pytest.raises(ConfigError, match="only once"):
@@ -285,6 +293,12 @@ def test_missing_path_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to(tmp_path / "gone")
     with pytest.raises(ConfigError, match="broken symlink"):
         Context.from_paths(tmp_path / "link")
+
+
+def test_unreadable_file_given_directly() -> None:
+    value, stats = loaded(Context.from_paths("/proc/self/mem"))  # a regular file no read succeeds on
+    assert value is None
+    assert stats["skipped"]["examples"] == ["/proc/self/mem: unreadable (Input/output error)"]
 
 
 def test_file_removed_after_the_scan_is_left_out(tmp_path: Path) -> None:

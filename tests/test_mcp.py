@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from rlmx.testing import ScriptedServer
-from serve_helpers import Router
+from serve_helpers import Router, rlmx_serve
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +156,24 @@ def test_inline_text_needs_no_roots_and_bad_profiles_are_tool_errors(
     assert unknown.is_error and "rlmx/scripted" in text_of(unknown)
     assert "most recent traces" in text_of(listing)
     assert escape.is_error and "only traces in" in text_of(escape)
+
+
+def test_streamable_http_transport_on_loopback(model_server: ScriptedServer, root: Path) -> None:
+    command = [sys.executable, "-m", "rlmx.cli", "mcp", "--transport", "http", "--port", "0"]
+    command += ["--root", str(root / "project"), "--model", "openai:scripted", "--base-url", model_server.url]
+
+    async def go(url: str) -> mcp_types.CallToolResult:
+        async with Client(url, read_timeout_seconds=120) as client:
+            return await client.call_tool("ask", {"question": "list the documents", "paths": ["docs/a.txt"]})
+
+    with rlmx_serve(command=command, env={"XDG_STATE_HOME": str(root / "state")}) as server:
+        result = asyncio.run(go(server.url))
+    assert not result.is_error, text_of(result)
+    assert json.loads(text_of(result).split("\n\n---\n")[0]) == {"single": 60}
+    refused = subprocess.run(
+        [*command[:-4], "--host", "0.0.0.0", "--model", "openai:x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2 and "loopback only" in refused.stderr

@@ -109,7 +109,9 @@ class AzureFront:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                front.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(body)))
+                front.seen.append(
+                    (self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(body))
+                )
                 forward = urllib.request.Request(
                     f"{target}/chat/completions", body, {"Content-Type": "application/json"}
                 )

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -90,7 +89,8 @@ def test_model_choice_order_and_defaults_from_keys() -> None:
     both = choose_models(None, None, Config(), {"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o"})
     assert both.model == "openai:gpt-5-mini"  # the first registered provider with a key
     from_file = choose_models(None, None, Config(providers={"openrouter": {"api_key": "sk-or"}}), {})
-    assert from_file.model == "openrouter:openai/gpt-5-mini" and "[providers.openrouter]" in str(from_file.note)
+    assert from_file.model == "openrouter:openai/gpt-5-mini"
+    assert "[providers.openrouter] has a key" in str(from_file.note)
     embedded = choose_models(None, None, Config(), {})
     assert (embedded.model, embedded.embedded, embedded.note) == ("local:smollm2", True, EMBEDDED_NOTICE)
     with pytest.raises(ConfigError, match="needs a model name"):

@@ -45,7 +45,7 @@ def test_thirty_percent_faults_still_give_the_exact_tickets_answer_and_honest_us
     client's timeout abandons them. Ten attempts per call make a call failing for good (0.3**10 per
     call) practically impossible, whatever order the concurrent requests arrive in.
     """
-    text, gold, tickets = generate(seed=0)
+    text, gold, _ = generate(seed=0)
     faults = random_faults(0.3, seed=11, stall_s=3600.0, retry_after=0.05)
     retry = RetryPolicy(max_attempts=10, base_delay_s=0.01, max_delay_s=0.1)
     with ScriptedServer(tickets_policy, faults=faults) as srv:
@@ -202,7 +202,9 @@ def test_concurrency_per_model_is_bounded() -> None:
 
 def test_the_same_model_string_is_one_model_with_one_limit() -> None:
     with ScriptedServer(lambda m, r: "x") as srv:
-        machine = RLM("openai:scripted", sub_model="openai:scripted", model_options=ModelOptions(base_url=srv.url))
+        machine = RLM(
+            "openai:scripted", sub_model="openai:scripted", model_options=ModelOptions(base_url=srv.url)
+        )
         models = machine._models
     assert models.root is models.sub and isinstance(models.root, OpenAICompatLM)
 

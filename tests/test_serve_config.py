@@ -120,3 +120,45 @@ def test_roots_refuse_escapes_and_narrow_to_client_roots(tmp_path: Path) -> None
     with pytest.raises(PathRefused) as too_big:
         roots.load(["a", "c.txt"], max_bytes=1)
     assert too_big.value.status == 413
+
+
+def test_chat_requests_become_runs() -> None:
+    from rlmx.serve.chat import BadRequest, parse_chat_request
+    from rlmx.serve.profiles import Profile
+
+    profiles = {"p": Profile(name="p", model="openai:m")}
+
+    def parse(messages: list[dict[str, object]], **body: object) -> object:
+        return parse_chat_request({"model": "rlmx/p", "messages": messages, **body}, profiles, threshold=50)
+
+    history = [{"role": "user", "content": f"earlier question {i}"} for i in range(5)]
+    run = parse([*history, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "now?"}])
+    assert run.question == "now?"  # a transcript longer than the threshold becomes a document
+    assert run.documents[0]["path"] == "conversation" and "[assistant] ok" in run.documents[0]["text"]
+    short = parse([{"role": "system", "content": "be brief"}, {"role": "user", "content": "q?"}])
+    assert short.question == "Conversation so far:\n[system] be brief\n\nq?" and short.documents == []
+    typed = parse([{"role": "user", "content": "q"}], response_format={"type": "json_object"}, stream=True)
+    assert typed.output is not None and typed.output.schema == {"type": "object"} and typed.stream
+    for messages, body, fragment in [
+        (
+            [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+            {},
+            "only text parts",
+        ),
+        ([{"role": "user", "content": "q"}], {"n": 2}, "only n=1"),
+        ([{"role": "user", "content": "q"}], {"tools": [{"type": "function"}]}, "not supported"),
+        ([{"role": "user", "content": "x" * 60}], {}, "no question"),
+        (
+            [{"role": "user", "content": "q"}],
+            {"response_format": {"type": "json_schema"}},
+            "must be a JSON schema",
+        ),
+        (
+            [{"role": "user", "content": "q"}],
+            {"rlmx": {"paths": "a", "max_depth": "deep"}},
+            "must be a number",
+        ),
+    ]:
+        with pytest.raises(BadRequest, match=fragment) as info:
+            parse(messages, **body)
+        assert info.value.status == 400

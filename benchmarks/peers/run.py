@@ -52,8 +52,11 @@ def probe(fw: Framework, ctx: Contexts) -> None:
         return
     result = SCENARIOS["trivial"](fw, ctx)
     error = result.get("error")
-    if error and "deno" in str(error).lower():
-        fw.unavailable = "cannot start offline: its Deno sandbox fetches deno.land/std at start-up"
+    if error and ("deno" in str(error).lower() or "health check" in str(error)):
+        fw.unavailable = (
+            "cannot start offline: its Deno sandbox imports deno.land/std at start-up "
+            f"({str(error).splitlines()[0][:60]})"
+        )
     elif error:
         fw.unavailable = f"cannot start: {str(error)[:120]}"
 

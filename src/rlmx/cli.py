@@ -133,6 +133,7 @@ def ask(
     choice = choose_models(model, sub_model, cfg, base_url=base_url)
     try:
         limits = cfg.make_limits(
+            choice.limits,
             max_depth=max_depth,
             max_iterations=max_iterations,
             max_llm_calls=max_llm_calls,

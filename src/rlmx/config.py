@@ -88,9 +88,10 @@ class Config:
     cache_path: str | None = None
     sources: tuple[str, ...] = ()
 
-    def make_limits(self, **given: Any) -> Limits:
-        """Limits from the config, overridden by the options given (None = not given)."""
-        values = {**self.limits, **{k: v for k, v in given.items() if v is not None}}
+    def make_limits(self, base: Mapping[str, Any] | None = None, **given: Any) -> Limits:
+        """Limits: `base` (e.g. the embedded model's small defaults), then the config, then the options
+        given (None = not given)."""
+        values = {**(base or {}), **self.limits, **{k: v for k, v in given.items() if v is not None}}
         try:
             return Limits(**values)
         except ValueError as exc:
@@ -133,6 +134,7 @@ class ModelChoice:
     sub_model: str | None
     note: str | None = None
     embedded: bool = False
+    limits: dict[str, Any] = field(default_factory=dict)  # default limits that come with this choice
 
 
 def choose_models(
@@ -163,11 +165,11 @@ def choose_models(
                 "(choose another with --model or RLMX_MODEL)"
             )
             return ModelChoice(provider.default_model, sub_model or provider.default_sub_model, note)
-    from rlmx.lm.local import DEMO_ALIAS, EMBEDDED_NOTICE, demo_model_available
+    from rlmx.lm.local import DEMO_ALIAS, DEMO_LIMITS, EMBEDDED_NOTICE, demo_model_available
 
     if not demo_model_available():
         raise ConfigError(NO_MODEL)
-    return ModelChoice(f"local:{DEMO_ALIAS}", sub_model, EMBEDDED_NOTICE, embedded=True)
+    return ModelChoice(f"local:{DEMO_ALIAS}", sub_model, EMBEDDED_NOTICE, True, dict(DEMO_LIMITS))
 
 
 def load_config(explicit: str | Path | None = None, *, cwd: Path | None = None) -> Config:

@@ -16,31 +16,58 @@ def _split(text: str) -> tuple[str, ...]:
 
 
 def eval_command(
-    suite: Annotated[str, typer.Option(help="Families, comma-separated: niah,oolong,oolong_pairs,doc_multihop,codeqa.")] = "niah,oolong,oolong_pairs,doc_multihop,codeqa",
-    sizes: Annotated[str, typer.Option(help="Context sizes in tokens, comma-separated (8k, 32k, 128k, 1m, 10m).")] = "8k,32k",
+    suite: Annotated[
+        str, typer.Option(help="Families, comma-separated: niah,oolong,oolong_pairs,doc_multihop,codeqa.")
+    ] = "niah,oolong,oolong_pairs,doc_multihop,codeqa",
+    sizes: Annotated[
+        str, typer.Option(help="Context sizes in tokens, comma-separated (8k, 32k, 128k, 1m, 10m).")
+    ] = "8k,32k",
     n: Annotated[int, typer.Option(help="Items per family and size.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the generated items.")] = 0,
-    model: Annotated[str | None, typer.Option(help="Root model (also the baselines' model), provider:model.")] = None,
-    sub_model: Annotated[str | None, typer.Option(help="Model for the RLM's sub-calls (default: the root model).")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Root model (also the baselines' model), provider:model.")
+    ] = None,
+    sub_model: Annotated[
+        str | None, typer.Option(help="Model for the RLM's sub-calls (default: the root model).")
+    ] = None,
     base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")] = None,
-    baselines: Annotated[str, typer.Option(help="Baselines beside the RLM: direct,bm25,summary (or 'none').")] = "direct,bm25,summary",
+    baselines: Annotated[
+        str, typer.Option(help="Baselines beside the RLM: direct,bm25,summary (or 'none').")
+    ] = "direct,bm25,summary",
     no_rlm: Annotated[bool, typer.Option("--no-rlm", help="Run only the baselines.")] = False,
-    variant: Annotated[list[str], typer.Option(help="FAMILY=VARIANT, e.g. doc_multihop=hotpotqa; repeatable.")] = [],  # noqa: B006
+    variant: Annotated[
+        list[str], typer.Option(help="FAMILY=VARIANT, e.g. doc_multihop=hotpotqa; repeatable.")
+    ] = [],  # noqa: B006
     concurrency: Annotated[int, typer.Option(help="Items run at the same time.")] = 8,
-    out: Annotated[Path, typer.Option(help="Folder for results.jsonl, traces, cache and the report.")] = Path("results"),
+    out: Annotated[Path, typer.Option(help="Folder for results.jsonl, traces, cache and the report.")] = Path(
+        "results"
+    ),
     max_depth: Annotated[int, typer.Option(help="RLM recursion depth.")] = 1,
     max_iterations: Annotated[int, typer.Option(help="Root turns per RLM.")] = 30,
     max_llm_calls: Annotated[int, typer.Option(help="Model calls per RLM run.")] = 1_000,
-    max_output_tokens: Annotated[int | None, typer.Option(help="Output cap per call (RLM and baselines).")] = None,
+    max_output_tokens: Annotated[
+        int | None, typer.Option(help="Output cap per call (RLM and baselines).")
+    ] = None,
     timeout: Annotated[float | None, typer.Option(help="Seconds per RLM run.")] = None,
-    window: Annotated[int | None, typer.Option(help="The root model's context window in tokens (for the baselines).")] = None,
-    price_in: Annotated[float | None, typer.Option(help="USD per million input tokens (models without known prices).")] = None,
+    window: Annotated[
+        int | None, typer.Option(help="The root model's context window in tokens (for the baselines).")
+    ] = None,
+    price_in: Annotated[
+        float | None, typer.Option(help="USD per million input tokens (models without known prices).")
+    ] = None,
     price_out: Annotated[float | None, typer.Option(help="USD per million output tokens.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not cache model responses.")] = False,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write RLM traces.")] = False,
-    oracle: Annotated[bool, typer.Option("--oracle", help="No model: a scripted root and an oracle reader (checks the suite).")] = False,
-    noise: Annotated[float, typer.Option(help="With --oracle: probability that each oracle decision is wrong.")] = 0.0,
-    report_only: Annotated[bool, typer.Option("--report-only", help="Only rebuild the report from --out.")] = False,
+    oracle: Annotated[
+        bool,
+        typer.Option("--oracle", help="No model: a scripted root and an oracle reader (checks the suite)."),
+    ] = False,
+    noise: Annotated[
+        float, typer.Option(help="With --oracle: probability that each oracle decision is wrong.")
+    ] = 0.0,
+    report_only: Annotated[
+        bool, typer.Option("--report-only", help="Only rebuild the report from --out.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines on stderr.")] = False,
 ) -> None:
     """Generate the benchmark items, run the RLM and the baselines on them, and write a report."""
@@ -97,7 +124,12 @@ def eval_command(
         baseline=BaselineSettings(max_output_tokens=max_output_tokens),
         prices=(price_in, price_out) if price_in is not None and price_out is not None else None,
     )
-    written = run_suite(config, log=None if quiet else lambda line: sys.stderr.write(f"[eval] {line}\n"))
+
+    def progress(line: str) -> None:
+        if not quiet:
+            sys.stderr.write(f"[eval] {line}\n")
+
+    written = run_suite(config, log=progress)
     if not quiet:
         sys.stderr.write(f"[eval] {len(written)} new results; report: {out / 'report.md'}\n")
     typer.echo(str(out / "report.md"))

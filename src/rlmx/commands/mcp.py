@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +23,8 @@ def mcp(
     base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")] = None,
     name: Annotated[str | None, typer.Option(help="Profile name (default: the model's name).")] = None,
     config: Annotated[
-        Path | None, typer.Option(help="TOML file of profiles ([profiles.NAME] tables); see docs/serve.md.")
+        Path | None,
+        typer.Option(help="TOML file of profiles (one profiles.NAME table each); see docs/serve.md."),
     ] = None,
     max_depth: Annotated[
         int, typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs.")
@@ -87,8 +89,17 @@ def mcp(
     server = build_server(settings)
     if transport == "stdio":
         server.run("stdio")
-    else:
-        server.run("streamable-http", host=host, port=port)
+        return
+    import uvicorn
+
+    from rlmx.serve.server import bind
+
+    sock = bind(host, port)
+    shown = f"[{host}]" if ":" in host else host
+    sys.stderr.write(f"rlmx mcp: streamable HTTP on http://{shown}:{sock.getsockname()[1]}/mcp (no auth)\n")
+    sys.stderr.flush()
+    app = server.streamable_http_app(host=host)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 def register(app: typer.Typer) -> None:

@@ -26,7 +26,8 @@ def serve(
         str | None, typer.Option(help="Profile name; served as rlmx/NAME (default: the model's name).")
     ] = None,
     config: Annotated[
-        Path | None, typer.Option(help="TOML file of profiles ([profiles.NAME] tables); see docs/serve.md.")
+        Path | None,
+        typer.Option(help="TOML file of profiles (one profiles.NAME table each); see docs/serve.md."),
     ] = None,
     max_depth: Annotated[
         int, typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs.")

@@ -130,10 +130,17 @@ class _Walker:
         self.manifest = manifest
         self.include = _spec(options.include) if options.include else None
         self.exclude = _spec(options.exclude) if options.exclude else None
+        self.root_real = ""
 
     def walk(self, root: Path, name_prefix: str) -> None:
+        self.root_real = os.path.realpath(root)
         levels = _outer_gitignores(root.resolve()) if self.options.gitignore else []
         self._walk_dir(root, "", levels, name_prefix)
+
+    def _outside(self, path: str) -> bool:
+        """A symlink pointing out of the folder (to ~/.ssh/id_rsa, say) is not followed."""
+        target = os.path.realpath(path)
+        return not target.startswith(self.root_real.rstrip(os.sep) + os.sep)
 
     def _walk_dir(self, folder: Path, rel_dir: str, levels: list[_Level], name_prefix: str) -> None:
         if self.options.gitignore:
@@ -170,6 +177,9 @@ class _Walker:
                 continue
             if not stat.S_ISREG(info.st_mode):
                 self.manifest.skipped.append((name, f"not a regular file ({_file_type(info.st_mode)})"))
+                continue
+            if entry.is_symlink() and self._outside(entry.path):
+                self.manifest.skipped.append((name, "symlink out of the folder (not followed)"))
                 continue
             self.manifest.files.append(
                 FileEntry(os.path.abspath(entry.path), name, info.st_size, format_of(name))

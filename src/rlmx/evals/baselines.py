@@ -45,7 +45,9 @@ class BaselineSettings:
 class MethodResult:
     answer: str
     stopped_by: str = "final"
-    usage: dict[str, Any] = field(default_factory=lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0})
+    usage: dict[str, Any] = field(
+        default_factory=lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    )
     elapsed_s: float = 0.0
     error: str | None = None
     truncated: bool = False
@@ -84,12 +86,16 @@ def cut_middle(text: str, limit: int) -> tuple[str, bool]:
     return text[: keep // 2] + note + text[len(text) - (keep - keep // 2) :], True
 
 
-async def run_direct(lm: LM, item: EvalItem, settings: BaselineSettings, pricer: Pricer = None) -> MethodResult:
+async def run_direct(
+    lm: LM, item: EvalItem, settings: BaselineSettings, pricer: Pricer = None
+) -> MethodResult:
     started = time.monotonic()
     limit = settings.context_chars - overhead_chars("direct", item.question)
     context, truncated = cut_middle(render_context(item.context), limit)
     result = MethodResult(answer="", truncated=truncated)
-    result.answer = await _call(lm, fill("direct", context=context, question=item.question), result, settings, pricer)
+    result.answer = await _call(
+        lm, fill("direct", context=context, question=item.question), result, settings, pricer
+    )
     result.elapsed_s = time.monotonic() - started
     return result
 
@@ -130,7 +136,9 @@ def bm25_rank(chunks: list[str], query: str, k: int) -> list[int]:
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenize(chunks, stopwords="en", show_progress=False), show_progress=False)
     found, _ = retriever.retrieve(
-        bm25s.tokenize([query], stopwords="en", show_progress=False), k=min(k, len(chunks)), show_progress=False
+        bm25s.tokenize([query], stopwords="en", show_progress=False),
+        k=min(k, len(chunks)),
+        show_progress=False,
     )
     return [int(i) for i in found[0]]
 
@@ -152,7 +160,9 @@ async def run_bm25(lm: LM, item: EvalItem, settings: BaselineSettings, pricer: P
     return result
 
 
-async def run_summary(lm: LM, item: EvalItem, settings: BaselineSettings, pricer: Pricer = None) -> MethodResult:
+async def run_summary(
+    lm: LM, item: EvalItem, settings: BaselineSettings, pricer: Pricer = None
+) -> MethodResult:
     started = time.monotonic()
     room = settings.context_chars - overhead_chars("summary_step", item.question) - settings.notes_chars
     parts = _line_pieces(render_context(item.context), max(2_000, room))
@@ -169,7 +179,9 @@ async def run_summary(lm: LM, item: EvalItem, settings: BaselineSettings, pricer
             notes_chars=settings.notes_chars,
         )
         notes = (await _call(lm, prompt, result, settings, pricer))[: settings.notes_chars * 2]
-    result.answer = await _call(lm, fill("summary_final", notes=notes, question=item.question), result, settings, pricer)
+    result.answer = await _call(
+        lm, fill("summary_final", notes=notes, question=item.question), result, settings, pricer
+    )
     result.elapsed_s = time.monotonic() - started
     return result
 

@@ -113,10 +113,18 @@ def synthetic_module(rng: random.Random, number: int) -> tuple[str, str]:
         for callee in rng.sample(names[:i] or ["len"], min(len(names[:i]) or 1, rng.randint(1, 3))):
             body.append(f"    total += {callee}() if callable({callee}) else 0")
         if rng.random() < 0.4:
-            body += [f"    if total < {rng.randint(0, 9)}:", f"        raise {rng.choice(ERRORS)}('{name} failed')"]
+            body += [
+                f"    if total < {rng.randint(0, 9)}:",
+                f"        raise {rng.choice(ERRORS)}('{name} failed')",
+            ]
         body.append("    return total")
         lines += ([deco] if deco else []) + [f"def {name}({params}):", *body, ""]
     for j in range(rng.randint(1, 3)):
         base = rng.choice(["object", "dict", "list", "Exception", "tuple"])
-        lines += [f"class {rng.choice(NOUNS).capitalize()}{number}x{j}({base}):", f"    def {rng.choice(WORDS)}(self, value):", "        return value", ""]
+        lines += [
+            f"class {rng.choice(NOUNS).capitalize()}{number}x{j}({base}):",
+            f"    def {rng.choice(WORDS)}(self, value):",
+            "        return value",
+            "",
+        ]
     return f"generated/mod_{number:05d}.py", "\n".join(lines)

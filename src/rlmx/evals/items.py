@@ -122,9 +122,18 @@ class Noise:
 class Family(Protocol):
     """A benchmark family: a seeded generator, its scorer, and the oracle's side of it."""
 
-    name: str
-    variants: tuple[str, ...]  # the first is the default
-    sources: dict[str, str]  # variant -> text source and licence
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The variants of the family; the first is the default."""
+        ...
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Variant -> its text source and licence."""
+        ...
 
     def generate(self, size_tokens: int, index: int, seed: int, variant: str) -> EvalItem: ...
 

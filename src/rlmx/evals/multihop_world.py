@@ -71,13 +71,13 @@ def near_name(name: str, rng: random.Random) -> str:
     else one letter changed."""
     words = name.split(" ")
     if words[-1] in SUFFIXES["company"]:
-        return " ".join(words[:-1] + [rng.choice([s for s in SUFFIXES["company"] if s != words[-1]])])
+        return " ".join([*words[:-1], rng.choice([s for s in SUFFIXES["company"] if s != words[-1]])])
     if words[-1].isdigit():
-        return " ".join(words[:-1] + [str(int(words[-1]) + 10)])
+        return " ".join([*words[:-1], str(int(words[-1]) + 10)])
     target = words[-1]
     i = rng.randrange(1, len(target))
     letter = rng.choice([c for c in "aeiourln" if c != target[i]])
-    return " ".join(words[:-1] + [target[:i] + letter + target[i + 1 :]])
+    return " ".join([*words[:-1], target[:i] + letter + target[i + 1 :]])
 
 
 class World:

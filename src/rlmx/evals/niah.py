@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import ClassVar
 
 from rlmx.evals import sources
 from rlmx.evals.items import EvalItem, Noise, Score, item_id, repl, rng_for
@@ -31,7 +32,7 @@ def _near_misses(key: str) -> list[str]:
 class Niah:
     name = "niah"
     variants = ("essay", "noise")
-    sources = {
+    sources: ClassVar[dict[str, str]] = {
         "essay": sources.ESSAY_LICENCE + "; fallback: RULER's noise sentences",
         "noise": "RULER's repeated noise sentences (no licence needed)",
     }
@@ -42,11 +43,15 @@ class Niah:
         key = _key(rng)
 
         def value() -> str:
-            return str(rng.randint(1_000_000, 9_999_999)) if kind == "numbers" else str(uuid.UUID(int=rng.getrandbits(128)))
+            return (
+                str(rng.randint(1_000_000, 9_999_999))
+                if kind == "numbers"
+                else str(uuid.UUID(int=rng.getrandbits(128)))
+            )
 
         gold = value()
         essay = sources.essays() if variant == "essay" else None
-        filler, source = (essay if essay else (NOISE, self.sources["noise"]))
+        filler, source = essay if essay else (NOISE, self.sources["noise"])
         target = size_tokens * 4
         distractors = [NEEDLE.format(kind=kind, key=k, value=value()) for k in _near_misses(key)]
         needle = NEEDLE.format(kind=kind, key=key, value=gold)
@@ -93,7 +98,11 @@ class Niah:
 
     def evidence(self, text: str, item: EvalItem) -> list[str]:
         value = self._find(text, item)
-        return [] if value is None else [NEEDLE.format(kind=item.spec["kind"], key=item.spec["key"], value=value)]
+        return (
+            []
+            if value is None
+            else [NEEDLE.format(kind=item.spec["kind"], key=item.spec["key"], value=value)]
+        )
 
     def oracle_reply(self, prompt: str, item: EvalItem, noise: Noise) -> str:
         value = self._find(prompt, item)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 from rlmx.evals import oolong_data as data
 from rlmx.evals.items import EvalItem, Noise, Score, item_id, repl, rng_for
@@ -111,7 +111,7 @@ def labelled(records: list[data.Record]) -> list[tuple[str, int, str]]:
 class Oolong:
     name = "oolong"
     variants = ("wordnet",)
-    sources = {"wordnet": "WordNet glosses labelled by lexicographer category (" + data.sources.WORDNET_LICENCE
+    sources: ClassVar[dict[str, str]] = {"wordnet": "WordNet glosses labelled by lexicographer category (" + data.sources.WORDNET_LICENCE
                + "); fallback: templated definitions built in rlmx"}  # fmt: skip
 
     def generate(self, size_tokens: int, index: int, seed: int, variant: str) -> EvalItem:
@@ -166,7 +166,8 @@ class Oolong:
             repl("print(peek(0, 600))", "Let me look at the format first."),
             repl(data.labelling_code(item.question_line), "Label every instance with sub-calls."),
             repl(
-                inspect.getsource(oolong_answer) + f"\nanswer = oolong_answer(records, {spec!r})\nprint(answer)",
+                inspect.getsource(oolong_answer)
+                + f"\nanswer = oolong_answer(records, {spec!r})\nprint(answer)",
                 "Aggregate in code.",
             ),
             "FINAL_VAR(answer)",
@@ -189,7 +190,9 @@ def expected_numeric_score(item: EvalItem, p: float) -> tuple[float, float]:
     spec = item.spec
     if spec["type"] not in NUMERIC:
         raise ValueError("expected_numeric_score is defined for counting questions only")
-    subset = [r for r in labelled(item.key["records"]) if oolong_answer([(r[0], r[1], "x")], {**spec, "label": "x"})]
+    subset = [
+        r for r in labelled(item.key["records"]) if oolong_answer([(r[0], r[1], "x")], {**spec, "label": "x"})
+    ]
     n, k = len(subset), sum(1 for r in subset if r[2] == spec["label"])
     q = p / (len(data.LABELS) - 1)
     kept, added = _binomial(k, 1 - p), _binomial(n - k, q)

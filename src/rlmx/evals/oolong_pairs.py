@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
-from typing import Any
+from typing import Any, ClassVar
 
 from rlmx.evals import oolong_data as data
 from rlmx.evals.items import EvalItem, Noise, Score, item_id, repl, rng_for
@@ -81,7 +81,9 @@ def question_text(spec: dict[str, Any]) -> str:
 class OolongPairs:
     name = "oolong_pairs"
     variants = ("wordnet",)
-    sources = {"wordnet": "the OOLONG contexts (same generator and seeds as `oolong`)"}
+    sources: ClassVar[dict[str, str]] = {
+        "wordnet": "the OOLONG contexts (same generator and seeds as `oolong`)"
+    }
 
     def generate(self, size_tokens: int, index: int, seed: int, variant: str) -> EvalItem:
         ctx = data.build_context(size_tokens, seed, index)

@@ -13,7 +13,9 @@ PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
 @cache
 def template(name: str) -> str:
-    text = resources.files("rlmx.evals").joinpath("prompts").joinpath(f"{name}.md").read_text(encoding="utf-8")
+    text = (
+        resources.files("rlmx.evals").joinpath("prompts").joinpath(f"{name}.md").read_text(encoding="utf-8")
+    )
     if text.startswith("<!--"):
         text = text.split("-->", 1)[1].lstrip("\n")
     return text

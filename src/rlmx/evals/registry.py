@@ -10,9 +10,7 @@ from rlmx.evals.niah import Niah
 from rlmx.evals.oolong import Oolong
 from rlmx.evals.oolong_pairs import OolongPairs
 
-FAMILIES: dict[str, Family] = {
-    f.name: f for f in (Niah(), Oolong(), OolongPairs(), DocMultihop(), CodeQA())
-}
+FAMILIES: dict[str, Family] = {f.name: f for f in (Niah(), Oolong(), OolongPairs(), DocMultihop(), CodeQA())}
 
 
 def family(name: str) -> Family:
@@ -31,6 +29,8 @@ def check_variant(name: str, variant: str | None) -> str:
     return variant
 
 
-def generate_item(name: str, size_tokens: int, index: int, seed: int = 0, variant: str | None = None) -> EvalItem:
+def generate_item(
+    name: str, size_tokens: int, index: int, seed: int = 0, variant: str | None = None
+) -> EvalItem:
     """One item; the same arguments always give the same item (on the same installed text sources)."""
     return family(name).generate(size_tokens, index, seed, check_variant(name, variant))

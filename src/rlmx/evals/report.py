@@ -66,7 +66,10 @@ def _sizes(cells: dict[tuple[int, str], Cell]) -> list[int]:
 
 def _table(cells: dict[tuple[int, str], Cell], value: Any, title: str) -> list[str]:
     sizes = _sizes(cells)
-    lines = [f"| {title} | " + " | ".join(size_label(s) for s in sizes) + " |", "|---" * (len(sizes) + 1) + "|"]
+    lines = [
+        f"| {title} | " + " | ".join(size_label(s) for s in sizes) + " |",
+        "|---" * (len(sizes) + 1) + "|",
+    ]
     for method in _methods(cells):
         row = [value(cells[(s, method)]) if (s, method) in cells else "" for s in sizes]
         lines.append(f"| {method} | " + " | ".join(row) + " |")
@@ -109,7 +112,7 @@ def write_report(out: Path, *, plots: bool = True) -> Path:
         variants = sorted({r["variant"] for r in records if r["family"] == fam})
         lines += [f"## {fam} ({', '.join(variants)})", ""]
         lines += _table(cells, _score, "score")
-        lines += [""] + _table(cells, _cost, "cost · tokens · calls · latency") + [""]
+        lines += ["", *_table(cells, _cost, "cost · tokens · calls · latency"), ""]
         paper = PAPER.get(fam)
         if paper:
             ref = ", ".join(f"{m} {v:.3f}" for m, v in paper.scores.items())
@@ -136,13 +139,20 @@ def plot_family(out: Path, fam: str, cells: dict[tuple[int, str], Cell]) -> Path
     priced = all(c.cost is not None for c in cells.values())
     panels = [
         ("score", lambda c: c.score, "score (0-1)"),
-        ("cost", lambda c: c.cost if priced else c.tokens, "USD per item" if priced else "tokens per item (no prices)"),
+        (
+            "cost",
+            lambda c: c.cost if priced else c.tokens,
+            "USD per item" if priced else "tokens per item (no prices)",
+        ),
         ("latency", lambda c: c.latency, "seconds per item"),
     ]
     for ax, (name, value, label) in zip(axes, panels, strict=True):
+        plotted: list[float] = []
         for method in _methods(cells):
             xs = [s for s in sizes if (s, method) in cells]
-            ax.plot(xs, [value(cells[(s, method)]) for s in xs], marker="o", label=method, color=COLOURS.get(method))
+            ys = [value(cells[(s, method)]) for s in xs]
+            plotted += ys
+            ax.plot(xs, ys, marker="o", label=method, color=COLOURS.get(method))
         paper = PAPER.get(fam)
         if paper and name in ("score", "cost"):
             figures = paper.scores if name == "score" else paper.costs
@@ -160,7 +170,7 @@ def plot_family(out: Path, fam: str, cells: dict[tuple[int, str], Cell]) -> Path
         ax.set_title(f"{fam}: {name}")
         if name == "score":
             ax.set_ylim(-0.05, 1.05)
-        else:
+        elif plotted and min(plotted) > 0:
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=8, loc="best")

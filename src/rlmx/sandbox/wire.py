@@ -30,7 +30,7 @@ HOST_TO_WORKER = frozenset({INIT, EXEC, GET_VAR, RPC_RESULT, SHUTDOWN})
 
 # worker -> host
 READY = "ready"  # {pid}
-EXEC_RESULT = "exec_result"  # {id, output, error, final, restarted?}
+EXEC_RESULT = "exec_result"  # {id, output, error, final, restart?: why the worker wants a restart}
 VAR_RESULT = "var_result"  # {id, ok, value_json | text | error}
 RPC = "rpc"  # {id, method, params}
 WORKER_TO_HOST = frozenset({READY, EXEC_RESULT, VAR_RESULT, RPC})

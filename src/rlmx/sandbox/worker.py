@@ -282,6 +282,7 @@ class Worker:
         out = CappedWriter(self.output_chars)
         self.final = None
         error = None
+        cpu_stopped = False
         saved = self.redirect(out)
         self.arm_cpu_limit()
         self.in_cell = True
@@ -299,12 +300,16 @@ class Worker:
             error = f"SystemExit: {exc.code} (exiting is not allowed; the REPL keeps running)"
         except BaseException as exc:  # the model's code errors go back to the model
             error = short_traceback(exc)
+            cpu_stopped = isinstance(exc, CPUTimeExceeded)
         finally:
             self.in_cell = False
             self.disarm_cpu_limit()
             self.restore(saved)
         out.write(self._fd_output())
-        return {"output": out.render(), "error": error, "final": self.final}
+        result = {"output": out.render(), "error": error, "final": self.final}
+        if cpu_stopped and threading.active_count() > 1:  # its threads would go on burning CPU
+            result["restart"] = "threads the code started were still running"
+        return result
 
     def _fd_output(self) -> str:
         """What the cell's code (or its subprocesses) wrote straight to file descriptors 1 and 2."""
