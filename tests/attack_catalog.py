@@ -490,8 +490,11 @@ calls = {
     'chroot': lambda: libc.chroot(b'/tmp'),
 }
 for name, call in calls.items():
-    rc = call()
-    print(name, rc, os.strerror(ctypes.get_errno()) if rc != 0 else 'SUCCEEDED')
+    try:
+        rc = call()
+        print(name, rc, os.strerror(ctypes.get_errno()) if rc != 0 else 'SUCCEEDED')
+    except OSError as exc:
+        print(name, 'refused', exc.strerror)
 """,
     said=("Operation not permitted",),
 )

@@ -14,7 +14,7 @@ from rlmx import RLM, CallSettings, Limits, ModelOptions
 from rlmx.errors import ModelError
 from rlmx.lm.openai_compat import OpenAICompatLM
 from rlmx.lm.registry import resolve_model
-from rlmx.lm.retry import RetryPolicy
+from rlmx.lm.retry import RetryPolicy, retry_after_of
 from rlmx.testing import Fault, ScriptedServer, random_faults
 
 FAST = RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=0.05)
@@ -226,3 +226,14 @@ def test_limits_still_count_logical_calls_under_retries() -> None:
         n_requests = len(srv.requests)
     assert result.stopped_by == "max_llm_calls" and result.answer == "stopped"
     assert result.usage["calls"] == 4 and n_requests == 8
+
+
+def test_retry_after_headers_in_seconds_milliseconds_or_an_http_date() -> None:
+    import email.utils
+    import time
+
+    assert retry_after_of({"retry-after": "2"}) == 2.0
+    assert retry_after_of({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    in_ten = email.utils.formatdate(time.time() + 10, usegmt=True)
+    assert 8.0 <= (retry_after_of({"retry-after": in_ten}) or 0.0) <= 10.0
+    assert retry_after_of({"retry-after": "soon"}) is None and retry_after_of({}) is None

@@ -53,12 +53,7 @@ def test_the_default_worker_is_unprivileged_alone_and_limited() -> None:
         if turn(messages) == 0:
             return repl(REPORT)
         if "uids" not in host_view:  # the worker is alive now: look at the tree from the host's side
-            uids = {}
-            for pid in descendants(os.getpid()):
-                with open(f"/proc/{pid}/status") as fh:
-                    fields = dict(line.split(":", 1) for line in fh.read().splitlines())
-                uids[pid] = int(fields["Uid"].split()[0])
-            host_view["uids"] = uids
+            host_view["uids"] = {pid: outer_uid(pid) for pid in descendants(os.getpid())}
         return "FINAL(done)"
 
     settings = SandboxSettings(max_processes=40, max_file_mb=20, max_open_files=99, worker_cpu_s=500)
@@ -148,6 +143,52 @@ def test_a_cell_over_its_cpu_time_is_stopped_and_the_repl_keeps_its_variables() 
     )
     assert "CPUTimeExceeded" in out.said_after(1) and "restarted" not in out.said_after(1)
     assert "kept 42" in out.said_after(2)
+
+
+SPIN = "import threading, time\nkept = 1\ndef spin():\n    while True:\n        pass\n"
+SPIN += "threading.Thread(target=spin, daemon=True).start()\n"
+
+
+def test_threads_still_burning_cpu_after_the_cpu_limit_get_the_repl_restarted() -> None:
+    out = run_scripted(
+        scripted(
+            repl(SPIN + "while True:\n    time.sleep(0.01)"),
+            repl("print('kept' in globals())"),
+            "FINAL(done)",
+        ),
+        sandbox=SandboxSettings(cell_cpu_s=1, cell_timeout_s=60),
+    )
+    assert "CPUTimeExceeded" in out.said_after(1) and "the REPL was restarted" in out.said_after(1)
+    assert "False" in out.said_after(2)
+
+
+def test_threads_left_running_between_cells_are_stopped_before_the_next_cell() -> None:
+    import time
+
+    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
+        if turn(messages) == 0:
+            return repl(SPIN + "print('started')")
+        if turn(messages) == 1:  # the model thinks; the thread burns the worker's CPU allowance meanwhile
+            workers = [pid for pid in descendants(os.getpid()) if outer_uid(pid) >= 2_000_000_000]
+            deadline = time.monotonic() + 120
+            while any(os.path.exists(f"/proc/{pid}") for pid in workers) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return repl("print('kept' in globals())")
+        return "FINAL(done)"
+
+    out = run_scripted(policy, sandbox=SandboxSettings(cell_cpu_s=1, cell_timeout_s=60))
+    said = out.said_after(2)
+    assert "started" in out.said_after(1)
+    assert "the REPL process ended after the previous cell" in said and "False" in said
+
+
+def outer_uid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            fields = dict(line.split(":", 1) for line in fh.read().splitlines())
+    except OSError:
+        return -1
+    return int(fields["Uid"].split()[0])
 
 
 def test_forks_made_by_model_code_never_speak_on_the_pipes() -> None:

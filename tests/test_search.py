@@ -216,3 +216,19 @@ def test_vector_prefilter_without_the_extra_fails_before_the_run() -> None:
 
     with pytest.raises(ConfigError, match=r"rlmx\[vector\]"):
         Context.of("some text").payload(query="q", prefilter="hybrid:5")
+
+
+@pytest.mark.skipif(vectors.available(), reason="checks the error raised where the vector extra is missing")
+def test_prefilter_failure_in_its_child_process_is_a_clear_load_error() -> None:
+    from rlmx.context.payload import load_payload
+    from rlmx.sandbox.base import ContextPayload
+
+    docs = documents()
+    payload = ContextPayload.of(docs)
+    options = {"prefilter": {"method": "vector", "k": 3, "query": "zeppelin"}}
+    with pytest.raises(ValueError, match=r"the vector pre-filter failed: RuntimeError: vector search needs"):
+        load_payload(ContextPayload(payload.kind, payload.blob, options))
+    options = {"prefilter": {"method": "bm25", "k": 3, "query": "zeppelin quartz"}}
+    loaded = load_payload(ContextPayload(payload.kind, payload.blob, options))
+    assert [d["path"] for d in loaded.value] == ["logs/day17.log", "logs/day31.log"]
+    assert loaded.stats["filtered"]["kept"] == 2 and loaded.stats["kind"] == "documents"

@@ -59,7 +59,7 @@ def test_profiles_from_a_config_file_and_limits_that_only_go_down(tmp_path: Path
             '[profiles.small]\nmodel = "openai:scripted"\nsub_model = "openai:scripted-sub"\n'
             'max_iterations = 2\ndescription = "two turns"\n'
         )
-        with rlmx_serve("--config", str(config), env={"XDG_STATE_HOME": str(tmp_path)}) as proc:
+        with rlmx_serve("--profiles", str(config), env={"XDG_STATE_HOME": str(tmp_path)}) as proc:
             client = openai.OpenAI(base_url=proc.url, api_key="test-token-0123456789", max_retries=0)
             models = {m.id: m.model_extra["rlmx"] for m in client.models.list().data}
 
@@ -83,7 +83,7 @@ def test_profiles_from_a_config_file_and_limits_that_only_go_down(tmp_path: Path
 def test_bad_config_files_are_one_line_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[profiles.x]\nmodel = "openai:m"\nmax_iteration = 3\n')
-    proc = serve_cli("--config", str(bad), "--token", "long-enough-token")
+    proc = serve_cli("--profiles", str(bad), "--token", "long-enough-token")
     assert proc.returncode == 2 and "profile 'x': unknown keys max_iteration" in proc.stderr
 
 

@@ -22,9 +22,11 @@ def mcp(
     sub_model: Annotated[str | None, typer.Option(help="Model for sub-calls and child RLMs.")] = None,
     base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")] = None,
     name: Annotated[str | None, typer.Option(help="Profile name (default: the model's name).")] = None,
-    config: Annotated[
+    profiles_file: Annotated[
         Path | None,
-        typer.Option(help="TOML file of profiles (one profiles.NAME table each); see docs/serve.md."),
+        typer.Option(
+            "--profiles", help="TOML file of profiles (one profiles.NAME table each); see docs/serve.md."
+        ),
     ] = None,
     max_depth: Annotated[
         int, typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs.")
@@ -62,8 +64,8 @@ def mcp(
         raise ConfigError(
             f"--transport http has no authentication here, so it binds loopback only, not {host}"
         )
-    if config is not None:
-        profiles = load_profiles(config)
+    if profiles_file is not None:
+        profiles = load_profiles(profiles_file)
     else:
         try:
             limits = Limits(

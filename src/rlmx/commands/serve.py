@@ -25,9 +25,11 @@ def serve(
     name: Annotated[
         str | None, typer.Option(help="Profile name; served as rlmx/NAME (default: the model's name).")
     ] = None,
-    config: Annotated[
+    profiles_file: Annotated[
         Path | None,
-        typer.Option(help="TOML file of profiles (one profiles.NAME table each); see docs/serve.md."),
+        typer.Option(
+            "--profiles", help="TOML file of profiles (one profiles.NAME table each); see docs/serve.md."
+        ),
     ] = None,
     max_depth: Annotated[
         int, typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs.")
@@ -73,8 +75,8 @@ def serve(
     except ModuleNotFoundError as exc:
         raise missing_extra(exc, "serve") from exc
     auth_token = resolve_token(token, no_auth=no_auth, host=host)
-    if config is not None:
-        profiles = load_profiles(config)
+    if profiles_file is not None:
+        profiles = load_profiles(profiles_file)
     else:
         try:
             limits = Limits(

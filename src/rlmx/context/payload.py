@@ -8,6 +8,7 @@ in the host, and never re-sent: a payload of kind "files" carries only their nam
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,18 +66,13 @@ def load_payload(payload: ContextPayload) -> LoadedContext:
     filtered = None
     prefilter = payload.options.get("prefilter")
     if prefilter and value is not None:
-        from rlmx.context.prefilter import apply_prefilter
-
-        try:
-            value, filtered = apply_prefilter(
-                value,
-                query=str(prefilter["query"]),
-                method=str(prefilter.get("method", "bm25")),
-                k=int(prefilter["k"]),
-                cache_dir=payload.options.get("cache_dir"),
-            )
-        except RuntimeError as exc:  # a missing search library: a clear start-up error, not a crash
-            raise ValueError(f"the {prefilter.get('method', 'bm25')} pre-filter failed: {exc}") from exc
+        value, filtered = prefilter_in_child(
+            value,
+            query=str(prefilter["query"]),
+            method=str(prefilter.get("method", "bm25")),
+            k=int(prefilter["k"]),
+            cache_dir=payload.options.get("cache_dir"),
+        )
     stats = stats_of(value)
     if skipped:
         stats["skipped"] = tally(skipped)
@@ -85,3 +81,43 @@ def load_payload(payload: ContextPayload) -> LoadedContext:
     if filtered:
         stats["filtered"] = filtered
     return LoadedContext(value, stats)
+
+
+def prefilter_in_child(value: Any, **options: Any) -> tuple[Any, dict[str, Any] | None]:
+    """Run the pre-filter in a forked child and take back only the kept chunks.
+
+    The index (hundreds of MB for 10M tokens; torch for vector search) never lives in this process, which
+    every REPL of the run is forked from, and this process stays single-threaded (numpy and torch start
+    threads; a multi-threaded process cannot enter a new user namespace). Raises ValueError on failure.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: filter, write the result as JSON, exit without cleanup handlers
+        code = 0
+        try:
+            os.close(read_fd)
+            from rlmx.context.prefilter import apply_prefilter
+
+            kept, info = apply_prefilter(value, **options)
+            reply: dict[str, Any] = {"ok": True, "whole": kept is value, "info": info}
+            if kept is not value:
+                reply["value"] = kept
+        except BaseException as exc:  # reported to the parent, which raises it as a start-up error
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            code = 1
+        try:
+            with os.fdopen(write_fd, "wb") as out:
+                out.write(json.dumps(reply, ensure_ascii=False).encode("utf-8"))
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    method = options.get("method", "bm25")
+    if not data:
+        raise ValueError(f"the {method} pre-filter's process died before it answered")
+    reply = json.loads(data)
+    if not reply["ok"]:
+        raise ValueError(f"the {method} pre-filter failed: {reply['error']}")
+    return (value if reply["whole"] else reply["value"]), reply["info"]

@@ -76,8 +76,12 @@ def retry_after_of(headers: Any) -> float | None:
     try:
         return float(value)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
-        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+        pass  # not seconds: maybe an HTTP date
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unreadable: fall back to the backoff
+    return max(0.0, when.timestamp() - time.time())
 
 
 def status_failure(status: int, message: str, headers: Any) -> Failure:

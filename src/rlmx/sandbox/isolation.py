@@ -24,7 +24,7 @@ import platform
 import resource
 import signal
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 CLONE_NEWNS = 0x00020000
@@ -332,11 +332,11 @@ def _dev(root: str) -> None:
     os.makedirs(os.path.join(dev, "shm"), mode=0o755)
 
 
-def build_view(readable: Sequence[str], *, first_worker_uid: int) -> list[str]:
+def build_view(*, first_worker_uid: int) -> list[str]:
     """Build a root holding only what Python needs (read-only) and pivot into it. Returns what is bound.
 
-    The zygote must be alone in fresh mount and PID namespaces (it is pid 1). `readable` adds host
-    paths (e.g. the context's files) visible read-only at their own path."""
+    The zygote must be alone in fresh mount and PID namespaces (it is pid 1). The context's own files
+    are not part of the view: the zygote has read them before it gets here."""
     staging = "/tmp"
     mount("rlmx-stage", staging, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     root = os.path.join(staging, "root")
@@ -349,7 +349,7 @@ def build_view(readable: Sequence[str], *, first_worker_uid: int) -> list[str]:
         elif os.path.isdir(path):
             _bind_path(root, path)
             bound.append(path)
-    for path in minimal_cover([*python_paths(), *(os.path.realpath(p) for p in readable)]):
+    for path in python_paths():
         if any(path == d or path.startswith(d + "/") for d in SYSTEM_DIRS) or not os.path.exists(path):
             continue
         _bind_path(root, path)

@@ -148,7 +148,6 @@ class WorkerPool:
                 "open_files": s.max_open_files,
             },
             "scratch_mb": s.scratch_mb,
-            "readable": [],
             "tmp_base": tmp_base,
             "context_kind": payload.kind,
             "context_options": payload.options,

@@ -149,6 +149,7 @@ class ProcessSandbox:
     ) -> ExecResult:
         if self.handle is None:
             raise SandboxError("the sandbox is not running")
+        note = await self._died_between_cells()
         self.next_id += 1
         exec_id = self.next_id
         self.history.extend(history_append or [])
@@ -215,6 +216,8 @@ class ProcessSandbox:
                         duration_s=time.monotonic() - started,
                         rpc_calls=rpc_calls,
                     )
+                    if note:
+                        result.output, result.restarted = f"{note}\n{result.output}", True
                     if item.get("restart"):  # the worker asks for it (threads it cannot stop)
                         await self.restart()
                         result.error = f"{result.error or ''}; {RESTART_NOTE}".lstrip("; ")
@@ -225,6 +228,19 @@ class ProcessSandbox:
         finally:
             for task in active.values():
                 task.cancel()
+
+    async def _died_between_cells(self) -> str:
+        """A worker that died while idle (e.g. threads it left running used up its CPU allowance) is
+        restarted before the next cell, which then runs in the new REPL; the model is told."""
+        if self.frames.empty():
+            return ""
+        item = self.frames.get_nowait()
+        if isinstance(item, BaseException):
+            raise item
+        if item is not _EOF:
+            raise ProtocolViolation(f"REPL worker sent {str(item)[:200]} between cells")
+        await self.restart()
+        return f"[the REPL process ended after the previous cell (code it left running); {RESTART_NOTE}]"
 
     async def _answer(self, rid: int, request: dict[str, Any], rpc: RpcHandler) -> None:
         params = request.get("params")

@@ -100,13 +100,18 @@ def _split_big(text: str, cuts: list[int], counts: list[int], size: int, count: 
             continue
         lo, hi = cuts[k], cuts[k + 1]
         parts = -(-counts[k] // size) + 1
-        inner = [lo + (hi - lo) * j // parts for j in range(1, parts)]
-        inner = [text.rfind(" ", lo + 1, c) if text.rfind(" ", lo + 1, c) > lo else c for c in inner]
-        inner = sorted({c for c in inner if lo < c < hi})
+        even = [lo + (hi - lo) * j // parts for j in range(1, parts)]
+        inner = sorted({c for c in (_space_before(text, lo, e) for e in even) if lo < c < hi})
         new_cuts = [lo, *inner, hi]
         new_counts = count([text[new_cuts[j] : new_cuts[j + 1]] for j in range(len(new_cuts) - 1)])
         cuts[k : k + 2] = new_cuts
         counts[k : k + 1] = new_counts
+
+
+def _space_before(text: str, lo: int, cut: int) -> int:
+    """The last space after `lo` and before `cut` (a cut there keeps words whole), else `cut` itself."""
+    space = text.rfind(" ", lo + 1, cut)
+    return space if space > lo else cut
 
 
 def partition_text(

@@ -42,7 +42,7 @@ RPC_METHODS = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_que
 INHERITED = "inherited"
 
 # host <-> zygote, on the zygote's control socket (see zygote.py)
-SETUP = "setup"  # host: {isolated, limits, readable, tmp_base, context_kind, ...}, blob = payload
+SETUP = "setup"  # host: {isolated, limits, scratch_mb, tmp_base, context_kind, context_options}, blob
 ZYGOTE_READY = "zygote_ready"  # zygote: {isolation}
 ZYGOTE_FAILED = "zygote_failed"  # zygote: {error}: it could not load the context or isolate itself
 SPAWN = "spawn"  # host: {id, inherit}

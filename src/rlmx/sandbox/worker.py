@@ -261,8 +261,10 @@ class Worker:
         if self.in_cell:
             raise CPUTimeExceeded(f"the cell used more than {self.cell_cpu_s} s of CPU time and was stopped")
 
-    def arm_cpu_limit(self) -> None:
-        """RLIMIT_CPU's soft limit is moved to now + cell_cpu_s; the hard one bounds the process's life."""
+    def arm_cpu_limit(self, *, in_cell: bool = True) -> None:
+        """RLIMIT_CPU's soft limit moves to now + cell_cpu_s (the hard one bounds the process's life).
+        In a cell, SIGXCPU raises CPUTimeExceeded in the cell's code; between cells, threads the code
+        left running get this allowance again, and past it SIGXCPU ends the process (the host restarts it)."""
         if self.cell_cpu_s <= 0:
             return
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -270,13 +272,11 @@ class Worker:
         soft = math.ceil(usage.ru_utime + usage.ru_stime) + self.cell_cpu_s
         if hard != resource.RLIM_INFINITY:
             soft = min(soft, hard)
-        signal.signal(signal.SIGXCPU, self._on_cpu_limit)
+        signal.signal(signal.SIGXCPU, self._on_cpu_limit if in_cell else signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
     def disarm_cpu_limit(self) -> None:
-        if self.cell_cpu_s > 0:
-            _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-            resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+        self.arm_cpu_limit(in_cell=False)
 
     def run_cell(self, code: str) -> dict[str, Any]:
         out = CappedWriter(self.output_chars)

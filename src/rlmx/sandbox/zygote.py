@@ -219,7 +219,7 @@ def _isolate(ctrl: socket.socket, config: dict[str, Any]) -> isolation.IdMap | N
     isolation.set_parent_death_signal()
     try:
         first_uid = ids.worker_ids[0] if ids.worker_ids else 0
-        config["bound"] = isolation.build_view(config.get("readable", []), first_worker_uid=first_uid)
+        config["bound"] = isolation.build_view(first_worker_uid=first_uid)
         isolation.forbid_user_namespaces()
     except OSError as exc:
         _fail(ctrl, f"cannot build the sandbox's file view: {exc}")
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         "isolation": {
             "namespaces": ids is not None,
             "worker_ids": "none" if ids is None else "shared" if ids.single else "per-worker",
-            "readable": message.get("bound", []),
+            "visible": message.get("bound", []),
         },
     }
     ctrl.sendall(wire.encode(ready))

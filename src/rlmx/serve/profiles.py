@@ -1,6 +1,6 @@
 """Profiles: the named RLM set-ups a server offers (root model, sub model, depth, limits).
 
-From a TOML file (`--config FILE`)::
+From a TOML file (`--profiles FILE`)::
 
     [defaults]                       # optional; every profile starts from these
     base_url = "http://127.0.0.1:8080/v1"
@@ -171,7 +171,7 @@ def profile_from_flags(
     if not model:
         raise ConfigError(
             "no model configured: pass --model PROVIDER:MODEL (e.g. openai:gpt-5-mini), set RLMX_MODEL, "
-            "or give profiles with --config FILE"
+            "or give profiles with --profiles FILE"
         )
     return Profile(
         name=name or model.split(":", 1)[-1],

@@ -29,7 +29,7 @@ class ServeSettings:
 
     def __post_init__(self) -> None:
         if not self.profiles:
-            raise ConfigError("no profiles to serve: give --model or --config FILE")
+            raise ConfigError("no profiles to serve: give --model or --profiles FILE")
         checks = [
             (self.max_request_bytes > 0, "--max-request-bytes must be > 0"),
             (self.max_context_bytes > 0, "--max-context-bytes must be > 0"),
