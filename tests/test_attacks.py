@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from attack_catalog import ATTACKS, Attack
+from attack_cases import ATTACKS, Attack
 from policies import is_forced_final, is_root, last_user, repl, turn
 from rlmx import RLM, Limits, ModelOptions, SandboxSettings
 from rlmx.testing import ScriptedServer

@@ -49,7 +49,7 @@ def test_thirty_percent_faults_still_give_the_exact_tickets_answer_and_honest_us
     faults = random_faults(0.3, seed=11, stall_s=3600.0, retry_after=0.05)
     retry = RetryPolicy(max_attempts=10, base_delay_s=0.01, max_delay_s=0.1)
     with ScriptedServer(tickets_policy, faults=faults) as srv:
-        result = rlm(srv, retry=retry, timeout_s=3.0).run(QUESTION, text)
+        result = rlm(srv, retry=retry, timeout_s=5.0).run(QUESTION, text)
     requests = srv.requests
     served = srv.usage_served
     assert result.stopped_by == "final", result.error

@@ -355,10 +355,6 @@ def test_a_dead_zygote_is_started_again() -> None:
         boxes = ProcessSandboxes(SandboxSettings())
         box = boxes()
         await box.start(ContextPayload.of("abc"))
-
-        async def no_rpc(method: str, params: dict[str, Any]) -> Any:
-            raise AssertionError("no sub-calls here")
-
         assert boxes.pool.proc is not None
         os.killpg(boxes.pool.proc.pid, 9)  # the zygote and everything under it
         first = await box.execute("print(len(context))", no_rpc)
@@ -369,6 +365,35 @@ def test_a_dead_zygote_is_started_again() -> None:
 
     error, output = asyncio.run(scenario())
     assert "REPL process died" in error and output == "3\n"
+    assert not wait_no_descendants(os.getpid())
+
+
+async def no_rpc(method: str, params: dict[str, Any]) -> Any:
+    raise AssertionError("no sub-calls here")
+
+
+def test_a_child_cancelled_while_starting_leaves_the_run_s_other_repls_alone() -> None:
+    async def scenario() -> tuple[str, str, int]:
+        boxes = ProcessSandboxes(SandboxSettings())
+        root = boxes()
+        await root.start(ContextPayload.of("abc"))
+        child = boxes()
+        starting = asyncio.ensure_future(child.start(root.payload))
+        await asyncio.sleep(0)
+        starting.cancel()
+        await asyncio.wait([starting])
+        await child.close()
+        first = await root.execute("print(len(context))", no_rpc)
+        second = boxes()
+        await second.start(root.payload)
+        other = await second.execute("print(2)", no_rpc)
+        await second.close()
+        await root.close()
+        await boxes.aclose()
+        return first.output, other.output, boxes.pool.starts
+
+    first, other, starts = asyncio.run(scenario())
+    assert first == "3\n" and other == "2\n" and starts == 1  # the zygote was never restarted
     assert not wait_no_descendants(os.getpid())
 
 

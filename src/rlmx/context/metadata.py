@@ -7,6 +7,7 @@ bounded: counts and a handful of paths, so the prompt is the same size for 8K an
 
 from __future__ import annotations
 
+import posixpath
 import statistics
 from collections import Counter
 from pathlib import PurePosixPath
@@ -14,9 +15,9 @@ from typing import Any
 
 from rlmx.lm.base import estimate_tokens
 
-SAMPLE_PATHS = 5
-TOP_FOLDERS = 6
-TOP_EXTENSIONS = 6
+SAMPLE_PATHS = 3
+TOP_FOLDERS = 4
+TOP_EXTENSIONS = 4
 EXAMPLES = 4
 
 
@@ -34,13 +35,21 @@ def size_summary(values: list[int]) -> list[int]:
 
 
 def path_stats(paths: list[str]) -> dict[str, Any]:
-    """A sample of paths, the top-level folders and the file extensions, with counts."""
+    """A sample of paths, the top-level folders (below the folder all paths share) and the file
+    extensions, with counts."""
     folders: Counter[str] = Counter()
     extensions: Counter[str] = Counter()
+    try:
+        shared = posixpath.commonpath([posixpath.dirname(p) for p in paths]) if paths else ""
+    except ValueError:  # absolute and relative paths mixed
+        shared = ""
     for path in paths:
-        parts = PurePosixPath(path).parts
-        if len(parts) > 1:
-            folders[parts[0] + "/"] += 1
+        parent = posixpath.dirname(path)
+        if shared and parent.startswith(shared):
+            parent = parent[len(shared) :]
+        top = parent.lstrip("/").split("/", 1)[0]
+        if top:
+            folders[top + "/"] += 1
         extensions[PurePosixPath(path).suffix.lower() or "(none)"] += 1
     return {
         "paths": paths[:SAMPLE_PATHS],

@@ -7,9 +7,9 @@ worker meets them:
    (inner uid 0) to root and a block of inner uids 1..N to unused outer uids, so every worker runs as
    its own unprivileged uid; started by another user, only that user is mapped (inner 0), and workers
    drop every capability instead.
-2. `unshare(...)` of mount, network, IPC and UTS namespaces, and a PID namespace whose pid 1 is the
-   zygote; `build_view` then builds a read-only root on a tmpfs holding only what Python needs and
-   `pivot_root`s into it: the rest of the host's files are not reachable.
+2. `enter_run_namespaces`: mount, network, IPC and UTS namespaces, and a PID namespace whose pid 1 is
+   the zygote; `rlmx.sandbox.view.build_view` then builds a read-only root on a tmpfs holding only what
+   Python needs and `pivot_root`s into it: the rest of the host's files are not reachable.
 3. Per worker, `enter_worker_namespaces` (in a fresh PID namespace): its own mount, network and IPC
    namespaces, a private /proc, a size-capped tmpfs on /tmp (the working directory) and /dev/shm.
 4. `apply_rlimits` and `drop_privileges` in the worker itself, just before it serves.
@@ -38,15 +38,6 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
 MS_REC, MS_PRIVATE, MS_RELATIME = 16384, 1 << 18, 1 << 21
 MNT_DETACH = 2
-# statvfs flags -> the mount flags a read-only re-mount must keep (a user namespace may not clear them)
-_LOCKED_FLAGS: tuple[tuple[int, int], ...] = (
-    (2, MS_NOSUID),
-    (4, MS_NODEV),
-    (8, MS_NOEXEC),
-    (1024, MS_NOATIME),
-    (2048, MS_NODIRATIME),
-    (4096, MS_RELATIME),
-)
 
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 24, 28
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
@@ -54,20 +45,6 @@ SECBIT_NOROOT, SECBIT_NOROOT_LOCKED = 1, 2  # uid 0 gets no capabilities from ex
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _PIVOT_ROOT_NR = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 
-# Files under /etc a Python REPL may use; nothing else of /etc is visible (no shadow, no keys).
-ETC_FILES: tuple[str, ...] = (
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "localtime",
-    "alternatives",
-    "mime.types",
-    "nsswitch.conf",
-    "protocols",
-    "services",
-)
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
-DEVICES = ("null", "zero", "full", "random", "urandom")
 WORKER_UIDS = 1000  # inner uids 1..WORKER_UIDS are mapped for workers when the zygote is started by root
 SIMULATE_ENV = "RLMX_SANDBOX_SIMULATE"  # testing only: "unavailable" or "single-id"
 
@@ -242,131 +219,6 @@ def enter_run_namespaces() -> None:
     mount("none", "/", None, MS_REC | MS_PRIVATE)  # nothing we mount propagates back to the host
     name = b"rlmx-sandbox"
     _check(_libc.sethostname(name, ctypes.c_size_t(len(name))), "sethostname")
-
-
-# --- the read-only view ---------------------------------------------------------------------------
-
-
-def python_paths(extra: Iterable[str] = ()) -> list[str]:
-    """The directories this Python needs: its installation, the venv, and every import path."""
-    candidates = [sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix]
-    candidates += [os.path.dirname(os.path.realpath(sys.executable))]
-    candidates += [p for p in sys.path if p and p != os.getcwd()]
-    candidates += list(extra)
-    out: list[str] = []
-    for path in candidates:
-        real = os.path.realpath(path)
-        if os.path.isfile(real) and real.endswith(".zip"):
-            real = os.path.dirname(real)
-        if os.path.isdir(real) and real != "/":
-            out.append(real)
-    return minimal_cover(out)
-
-
-def minimal_cover(paths: Iterable[str]) -> list[str]:
-    """Drop every path that lies inside another one of the list."""
-    kept: list[str] = []
-    for path in sorted(set(paths), key=len):
-        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
-            kept.append(path)
-    return kept
-
-
-def _mkdirs(root: str, path: str) -> str:
-    target = os.path.join(root, path.lstrip("/"))
-    os.makedirs(target, mode=0o755, exist_ok=True)
-    return target
-
-
-def bind_readonly(source: str, target: str) -> None:
-    mount(source, target, None, MS_BIND | MS_REC)
-    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
-    locked = os.statvfs(source).f_flag
-    for st_flag, ms_flag in _LOCKED_FLAGS:
-        if locked & st_flag:
-            flags |= ms_flag
-    mount("none", target, None, flags)
-
-
-def _bind_path(root: str, source: str) -> None:
-    """Make `source` (a directory or file of the host) visible read-only at the same path in `root`."""
-    if os.path.isdir(source):
-        bind_readonly(source, _mkdirs(root, source))
-        return
-    target = os.path.join(_mkdirs(root, os.path.dirname(source)), os.path.basename(source))
-    if not os.path.exists(target):
-        with open(target, "w"):
-            pass
-    bind_readonly(source, target)
-
-
-def _etc(root: str, uid: int) -> None:
-    etc = _mkdirs(root, "/etc")
-    for name in ETC_FILES:
-        host = os.path.join("/etc", name)
-        if os.path.islink(host):
-            os.symlink(os.readlink(host), os.path.join(etc, name))
-        elif os.path.exists(host):
-            _bind_path(root, host)
-    users = f"root:x:0:0:root:/root:/bin/sh\nrlmx:x:{uid}:{uid}:rlmx sandbox:/tmp:/bin/sh\n"
-    users += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-    groups = f"root:x:0:\nrlmx:x:{uid}:\nnogroup:x:65534:\n"
-    for name, text in (("passwd", users), ("group", groups), ("hosts", "127.0.0.1 localhost\n")):
-        with open(os.path.join(etc, name), "w") as fh:
-            fh.write(text)
-    with open(os.path.join(etc, "resolv.conf"), "w") as fh:
-        fh.write("# no network in the rlmx sandbox\n")
-
-
-def _dev(root: str) -> None:
-    dev = _mkdirs(root, "/dev")
-    for name in DEVICES:
-        target = os.path.join(dev, name)
-        with open(target, "w"):
-            pass
-        mount(f"/dev/{name}", target, None, MS_BIND)
-    for name, link in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0")):
-        os.symlink(link, os.path.join(dev, name))
-    os.symlink("/proc/self/fd/1", os.path.join(dev, "stdout"))
-    os.symlink("/proc/self/fd/2", os.path.join(dev, "stderr"))
-    os.makedirs(os.path.join(dev, "shm"), mode=0o755)
-
-
-def build_view(*, first_worker_uid: int) -> list[str]:
-    """Build a root holding only what Python needs (read-only) and pivot into it. Returns what is bound.
-
-    The zygote must be alone in fresh mount and PID namespaces (it is pid 1). The context's own files
-    are not part of the view: the zygote has read them before it gets here."""
-    staging = "/tmp"
-    mount("rlmx-stage", staging, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-    root = os.path.join(staging, "root")
-    os.mkdir(root, 0o755)
-    mount("rlmx-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
-    bound: list[str] = []
-    for path in SYSTEM_DIRS:
-        if os.path.islink(path):
-            os.symlink(os.readlink(path), os.path.join(root, path.lstrip("/")))
-        elif os.path.isdir(path):
-            _bind_path(root, path)
-            bound.append(path)
-    for path in python_paths():
-        if any(path == d or path.startswith(d + "/") for d in SYSTEM_DIRS) or not os.path.exists(path):
-            continue
-        _bind_path(root, path)
-        bound.append(path)
-    _etc(root, first_worker_uid)
-    _dev(root)
-    for name in ("proc", "tmp"):
-        os.makedirs(os.path.join(root, name), mode=0o755, exist_ok=True)
-    # a proc of the zygote's PID namespace: the kernel lets a worker mount its own /proc only where a
-    # fully visible one exists; each worker covers it with the /proc of its own PID namespace
-    mount("proc", os.path.join(root, "proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.chdir(root)
-    pivot_root(".", ".")
-    umount2(".", MNT_DETACH)  # the host's tree, stacked under the new root, is detached
-    os.chdir("/")
-    mount("none", "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    return bound
 
 
 def forbid_user_namespaces() -> None:

@@ -221,7 +221,18 @@ class WorkerPool:
 
     # --- workers ------------------------------------------------------------------------------------
     async def spawn(self, payload: ContextPayload) -> tuple[WorkerHandle, bool]:
-        """A new worker; True when it inherited the zygote's context (else the host must send it)."""
+        """A new worker; True when it inherited the zygote's context (else the host must send it).
+
+        A caller cancelled meanwhile does not break the exchange with the zygote (which other REPLs of
+        the run share): the request completes and the worker it made is killed."""
+        task = asyncio.ensure_future(self._spawn_locked(payload))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(_discard_worker)
+            raise
+
+    async def _spawn_locked(self, payload: ContextPayload) -> tuple[WorkerHandle, bool]:
         async with self.lock:
             if self.root_payload is None:
                 self.root_payload = payload
@@ -237,7 +248,7 @@ class WorkerPool:
                     if attempt == 2:
                         raise SandboxError(f"the sandbox's zygote failed: {detail or exc}") from exc
                 except BaseException:
-                    await self._stop()  # cancelled mid-request: the socket may hold a stale reply
+                    await self._stop()  # the loop is closing mid-request: the socket may hold a stale reply
                     raise
         raise AssertionError("unreachable")
 
@@ -266,6 +277,16 @@ class WorkerPool:
 def _settle(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _discard_worker(task: asyncio.Future[tuple[WorkerHandle, bool]]) -> None:
+    """A worker made for a caller that was cancelled meanwhile: nobody will use it."""
+    if task.cancelled() or task.exception() is not None:
+        return
+    handle, _ = task.result()
+    handle.kill()
+    handle.release()
+    _close_all([handle.to_worker, handle.from_worker])
 
 
 async def wait_readable(fd: int) -> None:

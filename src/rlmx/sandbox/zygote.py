@@ -30,7 +30,7 @@ import tempfile
 import traceback
 from typing import Any
 
-from rlmx.sandbox import isolation, wire, worker
+from rlmx.sandbox import isolation, view, wire, worker
 
 
 class Zygote:
@@ -219,10 +219,10 @@ def _isolate(ctrl: socket.socket, config: dict[str, Any]) -> isolation.IdMap | N
     isolation.set_parent_death_signal()
     try:
         first_uid = ids.worker_ids[0] if ids.worker_ids else 0
-        config["bound"] = isolation.build_view(first_worker_uid=first_uid)
+        config["bound"] = view.build_view(first_worker_uid=first_uid)
         isolation.forbid_user_namespaces()
     except OSError as exc:
-        _fail(ctrl, f"cannot build the sandbox's file view: {exc}")
+        _fail(ctrl, f"cannot isolate model code here: cannot build the file view ({exc})")
         os._exit(1)
     return ids
 
