@@ -61,7 +61,12 @@ class Zygote:
                 except EOFError:
                     return
                 if message["type"] == wire.SPAWN:
-                    self.spawn(message)
+                    # no reaping until the new child's pidfd is open: its pid cannot be reused meanwhile
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+                    try:
+                        self.spawn(message)
+                    finally:
+                        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
                 elif message["type"] == wire.SHUTDOWN:
                     return
                 else:
@@ -158,6 +163,7 @@ class Zygote:
     def _child(self, in_fd: int, out_fd: int, uid: int | None, workdir: str) -> None:
         """In the new child: B (the worker's pid 1) when isolated, else the worker itself."""
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         isolation.set_parent_death_signal()
         self.ctrl.close()
         if self.pidns_fd >= 0:
