@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -75,39 +74,3 @@ class TraceWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
-
-
-class ProgressLines:
-    """Plain progress lines on stderr: turn, what runs, sub-calls so far, tokens."""
-
-    def __init__(self, stream: IO[str] | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.sub_calls = 0
-        self.tokens = 0
-        self.started = time.monotonic()
-
-    def __call__(self, record: Record) -> None:
-        kind, depth = record["type"], record["depth"]
-        pad = "  " * depth
-        if kind == "lm_call":
-            self.tokens += int(record.get("input_tokens", 0)) + int(record.get("output_tokens", 0))
-            if record.get("purpose") in ("llm_query", "fallback"):
-                self.sub_calls += 1
-                return
-            self._line(f"{pad}turn {record.get('iteration', '-')}: model replied ({record.get('purpose')})")
-        elif kind == "exec":
-            lines = record.get("code", {}).get("text", "").count("\n") + 1
-            self._line(f"{pad}ran code ({lines} lines, {record.get('duration_s', 0):.2f}s)")
-        elif kind == "child_start":
-            self._line(f"{pad}child RLM started: {record.get('question', {}).get('text', '')[:60]!r}")
-        elif kind in ("limit", "error", "final"):
-            self._line(
-                f"{pad}{kind}: {record.get('reason') or record.get('message') or record.get('stopped_by', '')}"
-            )
-
-    def _line(self, text: str) -> None:
-        elapsed = time.monotonic() - self.started
-        self.stream.write(
-            f"[rlmx {elapsed:6.1f}s | sub-calls {self.sub_calls} | tokens {self.tokens}] {text}\n"
-        )
-        self.stream.flush()

@@ -8,7 +8,7 @@ from typing import Any
 
 from rlmx.limits import Limits
 
-SYSTEM_PROMPT_VERSION = 1
+SYSTEM_PROMPT_VERSION = 2  # keep in step with the header of prompts/system.md
 
 
 @cache
