@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import genai_prices
@@ -15,6 +17,7 @@ import pytest
 from observability_runs import SCRIPTED, SCRIPTED_PRICE, depth2_policy, input_tokens_of, output_tokens_of
 from policies import is_root
 from rlmx import RLM, ConfigError, LMResponse, ModelOptions, Usage
+from rlmx.lm.anthropic import anthropic_usage
 from rlmx.pricing import Price, Pricing, parse_price_spec, price_from_config
 from rlmx.testing import FunctionLM, Reply, ScriptedServer
 
@@ -55,6 +58,32 @@ def test_cached_input_is_billed_at_the_cache_price_and_tiers_apply() -> None:
     short = pricing("anthropic:claude-sonnet-4-5", Usage(input_tokens=100_000))
     long = pricing("anthropic:claude-sonnet-4-5", Usage(input_tokens=300_000))
     assert short is not None and long is not None and long / 300_000 > short / 100_000
+
+
+def test_anthropic_cache_writes_are_billed_at_the_cache_write_price() -> None:
+    # what the Messages API reports: fresh, cache-read and cache-written input apart
+    raw = SimpleNamespace(
+        input_tokens=10_000,
+        cache_read_input_tokens=50_000,
+        cache_creation_input_tokens=40_000,
+        output_tokens=1_000,
+    )
+    usage = anthropic_usage(raw)
+    assert (usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens) == (100_000, 50_000, 40_000)
+    # the published claude-sonnet-4-5 prices (<= 200k input): USD 3 input, 0.30 cache read,
+    # 3.75 cache write (5-minute), 15 output per million tokens
+    expected = (10_000 * 3.0 + 50_000 * 0.30 + 40_000 * 3.75 + 1_000 * 15.0) / MILLION
+    lm = FunctionLM(
+        lambda messages, settings: LMResponse("FINAL(ok)", usage=usage), name="anthropic:claude-sonnet-4-5"
+    )
+    result = RLM(lm, trace=False).run("q", "ctx")  # the default pricer: the genai-prices catalog
+    assert result.usage["cost_usd"] == pytest.approx(expected)
+    pricing = Pricing()
+    as_fresh_input = pricing("anthropic:claude-sonnet-4-5", replace(usage, cache_write_tokens=0))
+    assert as_fresh_input == pytest.approx(expected - 40_000 * 0.75 / MILLION)
+    # a model without a cache-write price in the catalog bills written tokens as plain input
+    written = pricing("openai:gpt-4o-mini", Usage(input_tokens=MILLION, cache_write_tokens=MILLION))
+    assert written == pytest.approx(0.15)
 
 
 def test_unknown_models_have_no_price_and_local_models_are_free() -> None:

@@ -397,6 +397,42 @@ def test_a_child_cancelled_while_starting_leaves_the_run_s_other_repls_alone() -
     assert not wait_no_descendants(os.getpid())
 
 
+SOURCE_UNDER_TMP = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+import rlmx
+assert rlmx.__file__.startswith(sys.argv[1]), rlmx.__file__
+from rlmx.sandbox.base import ContextPayload, SandboxSettings
+from rlmx.sandbox.process import ProcessSandboxes
+
+async def main():
+    boxes = ProcessSandboxes(SandboxSettings())
+    box = boxes()
+    await box.start(ContextPayload.of("abc"))
+    code = "import rlmx.sandbox.backends as b\\nopen('/tmp/scratch.txt', 'w').write('ok')\\nprint(b.__file__)"
+    result = await box.execute(code, None)
+    print("WORKER", result.output.strip(), result.error)
+    await box.close()
+    await boxes.aclose()
+
+asyncio.run(main())
+"""
+
+
+def test_an_import_path_under_tmp_stays_visible_beside_the_worker_s_own_tmp(tmp_path: Path) -> None:
+    """A checkout or virtual environment under /tmp (a CI clone, say) is bound again inside each
+    worker's private /tmp, so modules first imported by model code are still found."""
+    import shutil
+
+    copy = tmp_path / "src"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "src" / "rlmx", copy / "rlmx")
+    proc = subprocess.run(
+        [sys.executable, "-c", SOURCE_UNDER_TMP, str(copy)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"WORKER {copy}/rlmx/sandbox/backends.py None" in proc.stdout
+
+
 def test_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="unknown backend 'docker'"):
         SandboxSettings(backend="docker")

@@ -1,25 +1,39 @@
-"""How `rlmx serve` is configured: auth rules at start-up, profiles from a file, per-run limits that can
-only go down, and the confinement of roots (shared with the MCP server)."""
+"""How `rlmx serve` is configured: auth rules at start-up, profiles from a file or the config files (the
+ones `rlmx ask` reads), per-run limits that can only go down, and the confinement of roots (shared with the
+MCP server)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import mcp_types
 import openai
 import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
+from rlmx.config import Config
+from rlmx.errors import ConfigError
+from rlmx.lm.local import EMBEDDED_NOTICE
+from rlmx.serve.profiles import choose_profiles
 from rlmx.serve.roots import PathRefused, Roots
 from rlmx.testing import ScriptedServer
-from serve_helpers import Router, rlmx_serve
+from serve_helpers import TOKEN, Router, rlmx_serve
 
 
-def serve_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def serve_cli(
+    *args: str, env: dict[str, str] | None = None, pre: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`rlmx serve` that is expected to stop at start-up; `pre` is Python run first (to hide a package)."""
     full_env = {k: v for k, v in os.environ.items() if k != "RLMX_SERVE_TOKEN"} | (env or {})
+    code = f"{pre}\nfrom rlmx.cli import main\nmain({['serve', '--port', '0', *args]!r})"
     return subprocess.run(
-        [sys.executable, "-m", "rlmx.cli", "serve", "--port", "0", *args],
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         env=full_env,
@@ -34,7 +48,12 @@ def test_no_auth_is_refused_off_loopback_and_a_token_is_required() -> None:
     assert "--no-auth is only allowed on a loopback bind" in exposed.stderr
     tokenless = serve_cli(*model)
     assert tokenless.returncode == 2 and "RLMX_SERVE_TOKEN" in tokenless.stderr
-    no_model = serve_cli("--token", "long-enough-token", env={"RLMX_MODEL": ""})
+    no_model = serve_cli(
+        "--token",
+        "long-enough-token",
+        env={"RLMX_MODEL": "", "XDG_CONFIG_HOME": "/nonexistent"},
+        pre="import sys; sys.modules['llama_cpp'] = None",  # the embedded demo model is not installed
+    )
     assert no_model.returncode == 2 and "no model configured" in no_model.stderr
 
 
@@ -162,3 +181,140 @@ def test_chat_requests_become_runs() -> None:
         with pytest.raises(BadRequest, match=fragment) as info:
             parse(messages, **body)
         assert info.value.status == 400
+
+
+# --- the configuration `rlmx ask` reads ----------------------------------------------------------------
+def isolated_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """No user config file but the test's own, traces under tmp_path."""
+    return {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "XDG_STATE_HOME": str(tmp_path / "state"), **extra}
+
+
+def team_config(srv: ScriptedServer) -> str:
+    """A config file with an endpoint, a key from a variable and a price, as `rlmx ask` reads it."""
+    return (
+        f'[providers.openai]\nbase_url = "{srv.url}"\napi_key_env = "TEAM_KEY"\n'
+        '[prices]\n"openai:scripted" = [2.0, 4.0]\n'
+    )
+
+
+def test_a_config_file_gives_a_served_run_its_model_key_limits_and_prices(tmp_path: Path) -> None:
+    with ScriptedServer(Router(), auth_token="team-secret") as srv:
+        config = tmp_path / "team.toml"
+        config.write_text(f'model = "openai:scripted"\n[limits]\nmax_iterations = 3\n{team_config(srv)}')
+        env = isolated_env(tmp_path, TEAM_KEY="team-secret")
+        with rlmx_serve("--config", str(config), env=env, cwd=tmp_path) as proc:
+            client = openai.OpenAI(base_url=proc.url, api_key=TOKEN, max_retries=0)
+            card = client.models.retrieve("rlmx/scripted").model_extra["rlmx"]
+            reply = client.chat.completions.create(
+                model="rlmx/scripted", messages=[{"role": "user", "content": "say hello"}]
+            )
+        assert srv.requests and all(r.error is None for r in srv.requests)  # the configured key was sent
+    assert reply.choices[0].message.content == "hello from rlmx"
+    assert card["model"] == "openai:scripted" and card["limits"]["max_iterations"] == 3
+    usage = reply.model_extra["rlmx"]["usage"]
+    assert usage["input_tokens"] > 0
+    assert usage["cost_usd"] == pytest.approx(
+        (usage["input_tokens"] * 2.0 + usage["output_tokens"] * 4.0) / 1e6
+    )
+
+
+def test_profiles_in_the_user_config_file_are_served(tmp_path: Path) -> None:
+    with ScriptedServer(Router(), auth_token="team-secret") as srv:
+        user = tmp_path / "xdg" / "rlmx"
+        user.mkdir(parents=True)
+        (user / "config.toml").write_text(
+            f"{team_config(srv)}[limits]\nmax_llm_calls = 50\n"
+            '[profiles.quick]\nmodel = "openai:scripted"\nmax_iterations = 2\n'
+            '[profiles.deep]\nmodel = "openai:scripted"\nsub_model = "openai:scripted-sub"\nmax_depth = 2\n'
+        )
+        env = isolated_env(tmp_path, TEAM_KEY="team-secret")
+        with rlmx_serve(env=env, cwd=tmp_path) as proc:
+            client = openai.OpenAI(base_url=proc.url, api_key=TOKEN, max_retries=0)
+            cards = {m.id: m.model_extra["rlmx"] for m in client.models.list().data}
+            looped = client.chat.completions.create(
+                model="rlmx/quick", messages=[{"role": "user", "content": "loop forever"}]
+            )
+        assert srv.requests and all(r.error is None for r in srv.requests)
+        stray = serve_cli("--max-depth", "3", "--token", TOKEN, env=env)
+    assert set(cards) == {"rlmx/quick", "rlmx/deep"}
+    assert cards["rlmx/quick"]["limits"]["max_iterations"] == 2
+    assert cards["rlmx/quick"]["limits"]["max_llm_calls"] == 50  # the config's [limits] under each profile
+    assert (
+        cards["rlmx/deep"]["sub_model"] == "openai:scripted-sub"
+        and cards["rlmx/deep"]["limits"]["max_depth"] == 2
+    )
+    summary = looped.model_extra["rlmx"]
+    assert summary["stopped_by"] == "max_iterations" and summary["iterations"] == 2
+    usage = summary["usage"]
+    assert usage["cost_usd"] == pytest.approx(
+        (usage["input_tokens"] * 2.0 + usage["output_tokens"] * 4.0) / 1e6
+    )
+    assert stray.returncode == 2
+    assert "--max-depth describes the profile made from --model" in stray.stderr
+
+
+def test_with_nothing_configured_the_server_offers_the_embedded_demo_model(tmp_path: Path) -> None:
+    with rlmx_serve(env=isolated_env(tmp_path), cwd=tmp_path) as proc:
+        client = openai.OpenAI(base_url=proc.url, api_key=TOKEN, max_retries=0)
+        cards = {m.id: m.model_extra["rlmx"] for m in client.models.list().data}
+        log = proc.log()
+    assert EMBEDDED_NOTICE in log
+    assert cards["rlmx/smollm2"]["model"] == "local:smollm2"
+    assert cards["rlmx/smollm2"]["limits"]["max_iterations"] == 6  # the demo model's short default run
+
+
+def test_mcp_reads_the_config_file_too(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    with ScriptedServer(Router(), auth_token="team-secret") as srv:
+        config = tmp_path / "team.toml"
+        config.write_text(
+            f'model = "openai:scripted"\n{team_config(srv).replace("[2.0, 4.0]", "[1000, 1000]")}'
+        )
+        env = {**os.environ, **isolated_env(tmp_path, TEAM_KEY="team-secret")}
+        args = ["-m", "rlmx.cli", "mcp", "--root", str(tmp_path / "docs"), "--config", str(config)]
+        params = StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(tmp_path))
+
+        async def ask() -> mcp_types.CallToolResult:
+            async with Client(params, read_timeout_seconds=120) as client:
+                return await client.call_tool("ask", {"question": "say hello"})
+
+        result = asyncio.run(ask())
+        assert srv.requests and all(r.error is None for r in srv.requests)
+    text = "\n".join(c.text for c in result.content if isinstance(c, mcp_types.TextContent))
+    assert not result.is_error, text
+    answer, _, footer = text.partition("\n\n---\n")
+    assert answer == "hello from rlmx"
+    found = re.search(r"([\d,]+) tokens · \$([\d.]+)", footer)
+    assert found is not None, footer  # without the config's price: "cost unknown"
+    tokens = int(found.group(1).replace(",", ""))
+    assert found.group(2) == f"{tokens * 1000 / 1e6:.4f}"
+
+
+def test_which_profiles_are_offered() -> None:
+    profiles_cfg = Config(
+        limits={"max_iterations": 9},
+        profiles={"a": {"model": "openai:a", "max_depth": 2}, "b": {"model": "openai:b"}},
+    )
+    served, note = choose_profiles(profiles_cfg, environ={"RLMX_MODEL": "openai:env"})
+    assert list(served) == ["a", "b"] and note is None  # config profiles come before $RLMX_MODEL
+    assert (served["a"].limits.max_depth, served["a"].limits.max_iterations) == (2, 9)
+    flags, _ = choose_profiles(profiles_cfg, model="openai:flag", limits={"max_depth": 0, "timeout_s": None})
+    assert list(flags) == ["flag"] and flags["flag"].limits.max_depth == 0  # --model: one profile
+    assert flags["flag"].limits.max_iterations == 9
+    plain = Config(model="openai:cfg", sub_model="openai:cfg-sub", models_by_depth={2: "openai:d2"})
+    named, _ = choose_profiles(plain, environ={}, name="x", base_url="http://127.0.0.1:9/v1")
+    single = named["x"]
+    assert (single.model, single.sub_model) == ("openai:cfg", "openai:cfg-sub")
+    models = single.models()  # the config's per-depth models, at the --base-url like every model
+    assert models.by_depth[2].name == "openai:d2" and models.sub.name == "openai:cfg-sub"
+    assert models.by_depth[2].base_url == "http://127.0.0.1:9/v1"
+    env_choice, _ = choose_profiles(plain, environ={"RLMX_MODEL": "openai:env"})
+    assert list(env_choice) == ["env"]
+    keyed, keyed_note = choose_profiles(Config(), environ={"ANTHROPIC_API_KEY": "sk-ant"})
+    assert list(keyed) == ["claude-sonnet-4-5"] and "ANTHROPIC_API_KEY is set" in str(keyed_note)
+    with pytest.raises(ConfigError, match="--timeout describes the profile made from --model"):
+        choose_profiles(profiles_cfg, limits={"timeout_s": 5.0})
+    with pytest.raises(ConfigError, match="profile 'bad': models_by_depth entries"):
+        choose_profiles(Config(profiles={"bad": {"model": "openai:a", "models_by_depth": {"x": "openai:b"}}}))
+    with pytest.raises(ConfigError, match=r"profile 'bad': .*max_iterations must be >= 1"):
+        choose_profiles(Config(profiles={"bad": {"model": "openai:a", "max_iterations": 0}}))

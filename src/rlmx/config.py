@@ -19,6 +19,8 @@ all of them. See docs/providers.md for every key::
     "openai:my-finetune" = [0.30, 1.20]   # USD per million input, output tokens
     [cache]
     enabled = true
+    [profiles.quick]                 # read by `rlmx serve` / `rlmx mcp` only (docs/serve.md)
+    model = "openai:gpt-5-nano"
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 PROJECT_FILE = "rlmx.toml"
-TOP_KEYS = frozenset({"model", "sub_model", "models_by_depth", "limits", "providers", "prices", "cache"})
+TOP_KEYS = frozenset(
+    {"model", "sub_model", "models_by_depth", "limits", "providers", "prices", "cache", "profiles"}
+)
 LIMIT_KEYS = frozenset(f.name for f in fields(Limits))
 CACHE_KEYS = frozenset({"enabled", "path"})
 # typed keys of [providers.NAME]; `extra` keys go to ModelOptions.extra (provider-specific)
@@ -86,6 +90,7 @@ class Config:
     prices: dict[str, Any] = field(default_factory=dict)  # model -> rlmx.pricing.Price
     cache_enabled: bool = False
     cache_path: str | None = None
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # [profiles.NAME] for rlmx serve / mcp
     sources: tuple[str, ...] = ()
 
     def make_limits(self, base: Mapping[str, Any] | None = None, **given: Any) -> Limits:
@@ -104,7 +109,12 @@ class Config:
         return settings.get("api_key")
 
     def model_options(
-        self, spec: str, *, base_url: str | None = None, concurrency: int | None = None
+        self,
+        spec: str,
+        *,
+        base_url: str | None = None,
+        concurrency: int | None = None,
+        api_key: str | None = None,
     ) -> ModelOptions:
         """How to reach the model `spec`: its provider's section, overridden by the given options."""
         settings = self.providers.get(spec.split(":", 1)[0], {})
@@ -116,7 +126,7 @@ class Config:
         )
         return ModelOptions(
             base_url=base_url or settings.get("base_url"),
-            api_key=self.api_key(spec.split(":", 1)[0]),
+            api_key=api_key or self.api_key(spec.split(":", 1)[0]),
             concurrency=concurrency or settings.get("concurrency", defaults.concurrency),
             timeout_s=float(settings.get("timeout_s", defaults.timeout_s)),
             extra={k: str(v) for k, v in settings.items() if k in PROVIDER_EXTRA_KEYS},
@@ -214,12 +224,15 @@ def _check(data: dict[str, Any], path: Path) -> None:
     for key in ("model", "sub_model"):
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f'{path}: {key} must be a string like "openai:gpt-5-mini"')
-    for name in ("models_by_depth", "limits", "providers", "prices", "cache"):
+    for name in ("models_by_depth", "limits", "providers", "prices", "cache", "profiles"):
         if name in data and not isinstance(data[name], dict):
             raise ConfigError(f"{path}: [{name}] must be a table")
     for depth, spec in data.get("models_by_depth", {}).items():
         if not str(depth).isdigit() or not isinstance(spec, str):
             raise ConfigError(f'{path}: [models_by_depth] entries look like 2 = "openai:gpt-5-nano"')
+    for name, table in data.get("profiles", {}).items():  # their keys are checked by rlmx.serve.profiles
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [profiles.{name}] must be a table")
     _unknown(data.get("limits", {}), LIMIT_KEYS, f"[limits] of {path}")
     _unknown(data.get("cache", {}), CACHE_KEYS, f"[cache] of {path}")
     for provider, settings in data.get("providers", {}).items():
@@ -257,6 +270,7 @@ def _build(data: dict[str, Any], sources: tuple[str, ...]) -> Config:
         prices={model: price_from_config(v, model) for model, v in data.get("prices", {}).items()},
         cache_enabled=bool(cache.get("enabled", False)),
         cache_path=cache.get("path"),
+        profiles={name: dict(table) for name, table in data.get("profiles", {}).items()},
         sources=sources,
     )
 
@@ -288,13 +302,14 @@ def resolve_models(
     *,
     base_url: str | None = None,
     concurrency: int | None = None,
+    api_key: str | None = None,
 ) -> ResolvedModels:
     """LM objects for a run, each model string built once with its provider's settings."""
     built: dict[str, LM] = {}
 
     def lm(spec: str) -> LM:
         if spec not in built:
-            options = config.model_options(spec, base_url=base_url, concurrency=concurrency)
+            options = config.model_options(spec, base_url=base_url, concurrency=concurrency, api_key=api_key)
             built[spec] = resolve_model(spec, options)
         return built[spec]
 

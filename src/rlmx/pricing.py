@@ -6,8 +6,9 @@ wins over the catalog. A provider-reported cost (OpenRouter's `usage.cost`) wins
 is made by the engine (`RunState.cost_of`), which only asks a pricer when the provider said nothing.
 
 Token conventions (rlmx's `Usage`, the OpenAI convention): `input_tokens` includes `cached_tokens`,
-which are billed at the model's cache-read price; `output_tokens` includes `reasoning_tokens`, which are
-billed as output.
+which are billed at the model's cache-read price, and `cache_write_tokens` (Anthropic's prompt-cache
+writes), billed at the catalog's cache-write price where it has one (else as input; an override `Price`
+bills them as input); `output_tokens` includes `reasoning_tokens`, which are billed as output.
 
     pricing = Pricing({"openai:my-finetune": Price(0.3, 1.2)})
     pricing("openai:gpt-4o-mini", Usage(input_tokens=1000, output_tokens=200))   # -> 0.00027
@@ -168,8 +169,12 @@ def catalog_cost(model: str, usage: Usage) -> float | None:
     except ImportError:  # pragma: no cover - a core dependency, but a broken install should not crash runs
         return None
     cached = min(usage.cached_tokens, usage.input_tokens)
+    written = min(usage.cache_write_tokens, usage.input_tokens - cached)
     request = genai_prices.Usage(
-        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cache_read_tokens=cached
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
     )
     try:
         with warnings.catch_warnings():

@@ -17,7 +17,11 @@ def mcp(
         typer.Option("--root", help="A folder the tools may read; repeatable. Paths outside are refused."),
     ] = [],  # noqa: B006
     model: Annotated[
-        str | None, typer.Option(help="Root model of the default profile (default: $RLMX_MODEL).")
+        str | None,
+        typer.Option(
+            help="Root model of a single profile (default: the config's profiles, else the model rlmx ask "
+            "would use: $RLMX_MODEL, the config file, a provider whose key is set, the embedded demo model)."
+        ),
     ] = None,
     sub_model: Annotated[str | None, typer.Option(help="Model for sub-calls and child RLMs.")] = None,
     base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")] = None,
@@ -29,12 +33,21 @@ def mcp(
         ),
     ] = None,
     max_depth: Annotated[
-        int, typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs.")
-    ] = 1,
-    max_iterations: Annotated[int, typer.Option(help="Default profile: turns per RLM.")] = 30,
-    max_llm_calls: Annotated[int, typer.Option(help="Default profile: model calls per run.")] = 200,
+        int | None,
+        typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs. [default: 1]"),
+    ] = None,
+    max_iterations: Annotated[
+        int | None, typer.Option(help="Default profile: turns per RLM. [default: 30]")
+    ] = None,
+    max_llm_calls: Annotated[
+        int | None, typer.Option(help="Default profile: model calls per run. [default: 200]")
+    ] = None,
     max_cost_usd: Annotated[float | None, typer.Option(help="Default profile: USD per run.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Default profile: seconds per run.")] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option("--config", help="A config file read after ./rlmx.toml (TOML); see docs/providers.md."),
+    ] = None,
     max_running: Annotated[int, typer.Option(help="Runs at once; more calls wait.")] = 2,
     max_context_bytes: Annotated[int, typer.Option(help="Largest context per run.")] = 512 * 2**20,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write run traces.")] = False,
@@ -47,8 +60,8 @@ def mcp(
     port: Annotated[int, typer.Option(help="With --transport http: the port.")] = 8765,
 ) -> None:
     """Serve the MCP tools `ask` (an RLM run over files under --root) and `trace` (summarise a run)."""
-    from rlmx.limits import Limits
-    from rlmx.serve.profiles import load_profiles, profile_from_flags
+    from rlmx.config import load_config
+    from rlmx.serve.profiles import choose_profiles
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import is_loopback
 
@@ -64,21 +77,23 @@ def mcp(
         raise ConfigError(
             f"--transport http has no authentication here, so it binds loopback only, not {host}"
         )
-    if profiles_file is not None:
-        profiles = load_profiles(profiles_file)
-    else:
-        try:
-            limits = Limits(
-                max_depth=max_depth,
-                max_iterations=max_iterations,
-                max_llm_calls=max_llm_calls,
-                max_cost_usd=max_cost_usd,
-                timeout_s=timeout,
-            )
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
-        profile = profile_from_flags(model, name=name, sub_model=sub_model, base_url=base_url, limits=limits)
-        profiles = {profile.name: profile}
+    profiles, note = choose_profiles(
+        load_config(config_file),
+        profiles_file=profiles_file,
+        model=model,
+        sub_model=sub_model,
+        base_url=base_url,
+        name=name,
+        limits={
+            "max_depth": max_depth,
+            "max_iterations": max_iterations,
+            "max_llm_calls": max_llm_calls,
+            "max_cost_usd": max_cost_usd,
+            "timeout_s": timeout,
+        },
+    )
+    if note:
+        sys.stderr.write(note + "\n")
     for profile in profiles.values():
         profile.models()
     settings = McpSettings(

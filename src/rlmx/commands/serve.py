@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -18,7 +19,11 @@ def missing_extra(exc: ModuleNotFoundError, extra: str) -> ConfigError:
 
 def serve(
     model: Annotated[
-        str | None, typer.Option(help="Root model of the default profile (default: $RLMX_MODEL).")
+        str | None,
+        typer.Option(
+            help="Root model of a single profile (default: the config's profiles, else the model rlmx ask "
+            "would use: $RLMX_MODEL, the config file, a provider whose key is set, the embedded demo model)."
+        ),
     ] = None,
     sub_model: Annotated[str | None, typer.Option(help="Model for sub-calls and child RLMs.")] = None,
     base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")] = None,
@@ -32,12 +37,21 @@ def serve(
         ),
     ] = None,
     max_depth: Annotated[
-        int, typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs.")
-    ] = 1,
-    max_iterations: Annotated[int, typer.Option(help="Default profile: turns per RLM.")] = 30,
-    max_llm_calls: Annotated[int, typer.Option(help="Default profile: model calls per run.")] = 200,
+        int | None,
+        typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs. [default: 1]"),
+    ] = None,
+    max_iterations: Annotated[
+        int | None, typer.Option(help="Default profile: turns per RLM. [default: 30]")
+    ] = None,
+    max_llm_calls: Annotated[
+        int | None, typer.Option(help="Default profile: model calls per run. [default: 200]")
+    ] = None,
     max_cost_usd: Annotated[float | None, typer.Option(help="Default profile: USD per run.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Default profile: seconds per run.")] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option("--config", help="A config file read after ./rlmx.toml (TOML); see docs/providers.md."),
+    ] = None,
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0: any free port; the URL is printed).")] = 8000,
     token: Annotated[
@@ -62,8 +76,8 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
 ) -> None:
     """Serve POST /v1/chat/completions and GET /v1/models; each completion is an RLM run."""
-    from rlmx.limits import Limits
-    from rlmx.serve.profiles import load_profiles, profile_from_flags
+    from rlmx.config import load_config
+    from rlmx.serve.profiles import choose_profiles
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import ServeSettings, resolve_token
 
@@ -75,21 +89,23 @@ def serve(
     except ModuleNotFoundError as exc:
         raise missing_extra(exc, "serve") from exc
     auth_token = resolve_token(token, no_auth=no_auth, host=host)
-    if profiles_file is not None:
-        profiles = load_profiles(profiles_file)
-    else:
-        try:
-            limits = Limits(
-                max_depth=max_depth,
-                max_iterations=max_iterations,
-                max_llm_calls=max_llm_calls,
-                max_cost_usd=max_cost_usd,
-                timeout_s=timeout,
-            )
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
-        profile = profile_from_flags(model, name=name, sub_model=sub_model, base_url=base_url, limits=limits)
-        profiles = {profile.name: profile}
+    profiles, note = choose_profiles(
+        load_config(config_file),
+        profiles_file=profiles_file,
+        model=model,
+        sub_model=sub_model,
+        base_url=base_url,
+        name=name,
+        limits={
+            "max_depth": max_depth,
+            "max_iterations": max_iterations,
+            "max_llm_calls": max_llm_calls,
+            "max_cost_usd": max_cost_usd,
+            "timeout_s": timeout,
+        },
+    )
+    if note:
+        sys.stderr.write(note + "\n")
     for profile in profiles.values():
         profile.models()  # a missing key or unknown provider fails now, not at the first request
     settings = ServeSettings(

@@ -24,7 +24,7 @@ import platform
 import resource
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 CLONE_NEWNS = 0x00020000
@@ -39,6 +39,15 @@ MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
 MS_REC, MS_PRIVATE, MS_RELATIME = 16384, 1 << 18, 1 << 21
 MNT_DETACH = 2
 
+# statvfs flags -> the mount flags a read-only re-mount must keep (a user namespace may not clear them)
+_LOCKED_FLAGS: tuple[tuple[int, int], ...] = (
+    (2, MS_NOSUID),
+    (4, MS_NODEV),
+    (8, MS_NOEXEC),
+    (1024, MS_NOATIME),
+    (2048, MS_NODIRATIME),
+    (4096, MS_RELATIME),
+)
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 24, 28
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 SECBIT_NOROOT, SECBIT_NOROOT_LOCKED = 1, 2  # uid 0 gets no capabilities from execve
@@ -129,6 +138,16 @@ def last_capability() -> int:
             return int(fh.read())
     except OSError:
         return 63  # dropping unknown capabilities fails with EINVAL, which is ignored below
+
+
+def bind_readonly(source: str, target: str) -> None:
+    mount(source, target, None, MS_BIND | MS_REC)
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+    locked = os.statvfs(source).f_flag
+    for st_flag, ms_flag in _LOCKED_FLAGS:
+        if locked & st_flag:
+            flags |= ms_flag
+    mount("none", target, None, flags)
 
 
 # --- the zygote's own namespaces ------------------------------------------------------------------
@@ -229,10 +248,12 @@ def forbid_user_namespaces() -> None:
 # --- a worker's own namespaces, limits and identity -------------------------------------------------
 
 
-def enter_worker_namespaces(*, scratch_mb: int, uid: int, next_pid: int) -> None:
+def enter_worker_namespaces(*, scratch_mb: int, uid: int, next_pid: int, keep: Sequence[str] = ()) -> None:
     """In the worker's pid 1 (a fresh PID namespace): own mount, network and IPC namespaces, a private
     /proc, and size-capped tmpfs mounts for /tmp (the working directory) and /dev/shm. `next_pid` is
-    the pid the next process in the namespace gets (so the workers of a run have distinct pids)."""
+    the pid the next process in the namespace gets (so the workers of a run have distinct pids).
+    `keep`: paths of the view under /tmp (e.g. a virtual environment there), bound again, read-only,
+    inside the new /tmp."""
     unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     try:
@@ -241,7 +262,12 @@ def enter_worker_namespaces(*, scratch_mb: int, uid: int, next_pid: int) -> None
         sys.stderr.write(f"rlmx zygote: ns_last_pid not set: {exc}\n")
     inodes = max(1024, scratch_mb * 64)
     opts = f"size={scratch_mb}m,nr_inodes={inodes},mode=0700,uid={uid},gid={uid}"
+    kept = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in keep]
     mount("rlmx-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts)
+    for path, fd in kept:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        bind_readonly(f"/proc/self/fd/{fd}", path)
+        os.close(fd)
     mount(
         "rlmx-shm",
         "/dev/shm",

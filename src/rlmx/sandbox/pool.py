@@ -117,6 +117,8 @@ class WorkerPool:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.errlog = tempfile.TemporaryFile()
         tmp_base = tempfile.gettempdir()
+        # where the zygote mounts its new root before it pivots (empty; removed once it has pivoted)
+        staging = tempfile.mkdtemp(prefix="rlmx-view-") if self.isolated else ""
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -148,6 +150,7 @@ class WorkerPool:
                 "open_files": s.max_open_files,
             },
             "scratch_mb": s.scratch_mb,
+            "staging": staging,
             "tmp_base": tmp_base,
             "context_kind": payload.kind,
             "context_options": payload.options,
@@ -159,6 +162,10 @@ class WorkerPool:
             detail = self.stderr_tail() or repr(exc)
             await self._stop()
             raise SandboxError(f"the sandbox's zygote failed to start: {detail}") from exc
+        finally:
+            if staging:
+                with contextlib.suppress(OSError):
+                    os.rmdir(staging)
         _close_all(fds)
         if reply.get("type") == wire.ZYGOTE_FAILED:
             await self._stop()

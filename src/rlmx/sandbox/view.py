@@ -18,29 +18,17 @@ from collections.abc import Iterable
 from rlmx.sandbox.isolation import (
     MNT_DETACH,
     MS_BIND,
-    MS_NOATIME,
     MS_NODEV,
-    MS_NODIRATIME,
     MS_NOEXEC,
     MS_NOSUID,
     MS_RDONLY,
-    MS_REC,
-    MS_RELATIME,
     MS_REMOUNT,
+    bind_readonly,
     mount,
     pivot_root,
     umount2,
 )
 
-# statvfs flags -> the mount flags a read-only re-mount must keep (a user namespace may not clear them)
-_LOCKED_FLAGS: tuple[tuple[int, int], ...] = (
-    (2, MS_NOSUID),
-    (4, MS_NODEV),
-    (8, MS_NOEXEC),
-    (1024, MS_NOATIME),
-    (2048, MS_NODIRATIME),
-    (4096, MS_RELATIME),
-)
 # Files under /etc a Python REPL may use; nothing else of /etc is visible (no shadow, no keys).
 ETC_FILES: tuple[str, ...] = (
     "ld.so.cache",
@@ -55,6 +43,10 @@ ETC_FILES: tuple[str, ...] = (
 )
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 DEVICES = ("null", "zero", "full", "random", "urandom")
+# never bound whole, even when on the import path (their subdirectories may be)
+TOO_BROAD = frozenset(
+    {"/", "/tmp", "/home", "/root", "/etc", "/var", "/run", "/mnt", "/srv", "/media", "/opt"}
+)
 
 
 def python_paths(extra: Iterable[str] = ()) -> list[str]:
@@ -68,7 +60,7 @@ def python_paths(extra: Iterable[str] = ()) -> list[str]:
         real = os.path.realpath(path)
         if os.path.isfile(real) and real.endswith(".zip"):
             real = os.path.dirname(real)
-        if os.path.isdir(real) and real != "/":
+        if os.path.isdir(real) and real not in TOO_BROAD:
             out.append(real)
     return minimal_cover(out)
 
@@ -86,16 +78,6 @@ def _mkdirs(root: str, path: str) -> str:
     target = os.path.join(root, path.lstrip("/"))
     os.makedirs(target, mode=0o755, exist_ok=True)
     return target
-
-
-def bind_readonly(source: str, target: str) -> None:
-    mount(source, target, None, MS_BIND | MS_REC)
-    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
-    locked = os.statvfs(source).f_flag
-    for st_flag, ms_flag in _LOCKED_FLAGS:
-        if locked & st_flag:
-            flags |= ms_flag
-    mount("none", target, None, flags)
 
 
 def _bind_path(root: str, source: str) -> None:
@@ -142,15 +124,12 @@ def _dev(root: str) -> None:
     os.makedirs(os.path.join(dev, "shm"), mode=0o755)
 
 
-def build_view(*, first_worker_uid: int) -> list[str]:
+def build_view(*, staging: str, first_worker_uid: int) -> list[str]:
     """Build a root holding only what Python needs (read-only) and pivot into it. Returns what is bound.
 
     The zygote must be alone in fresh mount and PID namespaces (it is pid 1). The context's own files
     are not part of the view: the zygote has read them before it gets here."""
-    staging = "/tmp"
-    mount("rlmx-stage", staging, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-    root = os.path.join(staging, "root")
-    os.mkdir(root, 0o755)
+    root = staging  # an empty directory the host made for this: mounting on it hides nothing
     mount("rlmx-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
     bound: list[str] = []
     for path in SYSTEM_DIRS:

@@ -40,6 +40,8 @@ class Zygote:
         self.ids = ids  # None: not isolated
         self.limits = isolation.ResourceLimits(**config["limits"])
         self.scratch_mb = int(config["scratch_mb"])
+        # parts of the view under /tmp (a venv or checkout there), which each worker's own /tmp would hide
+        self.under_tmp = [p for p in config.get("bound", []) if p.startswith("/tmp/")]
         self.pidns_fd = -1
         self.spawned = 0
         self.children: set[int] = set()
@@ -173,7 +175,9 @@ class Zygote:
             self._worker(in_fd, out_fd, uid, workdir)
             return
         next_pid = 100 + self.spawned % 4_000_000
-        isolation.enter_worker_namespaces(scratch_mb=self.scratch_mb, uid=uid or 0, next_pid=next_pid)
+        isolation.enter_worker_namespaces(
+            scratch_mb=self.scratch_mb, uid=uid or 0, next_pid=next_pid, keep=self.under_tmp
+        )
         pid = os.fork()
         if pid == 0:
             code = 70
@@ -225,7 +229,7 @@ def _isolate(ctrl: socket.socket, config: dict[str, Any]) -> isolation.IdMap | N
     isolation.set_parent_death_signal()
     try:
         first_uid = ids.worker_ids[0] if ids.worker_ids else 0
-        config["bound"] = view.build_view(first_worker_uid=first_uid)
+        config["bound"] = view.build_view(staging=config["staging"], first_worker_uid=first_uid)
         isolation.forbid_user_namespaces()
     except OSError as exc:
         _fail(ctrl, f"cannot isolate model code here: cannot build the file view ({exc})")

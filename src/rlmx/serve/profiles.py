@@ -1,9 +1,16 @@
 """Profiles: the named RLM set-ups a server offers (root model, sub model, depth, limits).
 
-From a TOML file (`--profiles FILE`)::
+Every profile stands on the configuration `rlmx ask` reads (rlmx.config: `~/.config/rlmx/config.toml`,
+`./rlmx.toml`, `--config FILE`): provider settings and keys, prices, per-depth models, the response
+cache, and `[limits]` as the starting limits. Which profiles a server offers (the first that applies):
 
-    [defaults]                       # optional; every profile starts from these
-    base_url = "http://127.0.0.1:8080/v1"
+1. `--profiles FILE`: its `[profiles.NAME]` tables, each over the file's optional `[defaults]`;
+2. `--model`: one profile from the command-line flags;
+3. `[profiles.NAME]` tables in the config files;
+4. one profile with the model `rlmx ask` would use ($RLMX_MODEL, `model` in the config, a provider
+   whose key is set, else the embedded demo model).
+
+A profile table::
 
     [profiles.gpt-5-mini]            # served as the model "rlmx/gpt-5-mini"
     model = "openai:gpt-5-mini"
@@ -13,8 +20,7 @@ From a TOML file (`--profiles FILE`)::
     max_cost_usd = 1.0
     timeout_s = 900
 
-or from command-line flags (one profile named after the model). A caller may lower a profile's limits for
-one run (`max_depth`, `budget_usd`, ...) but never raise them.
+A caller may lower a profile's limits for one run (`max_depth`, `budget_usd`, ...) but never raise them.
 """
 
 from __future__ import annotations
@@ -22,20 +28,31 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlmx.config import Config, ModelChoice, ResolvedModels, choose_models, resolve_models
 from rlmx.errors import ConfigError
 from rlmx.limits import Limits
-from rlmx.lm.base import LM
-from rlmx.lm.registry import ModelOptions, resolve_model
+from rlmx.lm.cache import ResponseCache
+from rlmx.pricing import Pricing
 from rlmx.rlm import RLM
 from rlmx.sandbox.base import SandboxSettings
 
 PREFIX = "rlmx/"
 LIMIT_KEYS = {f.name for f in dataclasses.fields(Limits)}
-MODEL_KEYS = {"model", "sub_model", "base_url", "api_key_env", "concurrency", "description"}
+MODEL_KEYS = {
+    "model",
+    "sub_model",
+    "models_by_depth",
+    "base_url",
+    "api_key_env",
+    "concurrency",
+    "description",
+}
+PROFILES_FILE_KEYS = ("defaults", "profiles")
 # what a caller may lower per run, and the Limits field it lowers
 OVERRIDES = {
     "max_depth": "max_depth",
@@ -46,29 +63,50 @@ OVERRIDES = {
     "max_cost_usd": "max_cost_usd",
     "timeout_s": "timeout_s",
 }
+FLAG_NAMES = {"timeout_s": "--timeout"}  # a Limits field whose command-line flag is not --field-name
 
 
 @dataclass
 class Profile:
+    """One served set-up. `config` supplies what the profile does not say (provider settings and keys,
+    prices, per-depth models, the response cache); `base_url`, `api_key` and `concurrency` override the
+    provider settings for every model of the profile."""
+
     name: str
     model: str
     sub_model: str | None = None
     limits: Limits = field(default_factory=Limits)
-    options: ModelOptions = field(default_factory=ModelOptions)
     description: str = ""
-    _lms: tuple[LM, LM | None] | None = field(default=None, repr=False)
+    models_by_depth: dict[int, str] = field(default_factory=dict)  # over the config's [models_by_depth]
+    config: Config = field(default_factory=Config)
+    base_url: str | None = None
+    api_key: str | None = None
+    concurrency: int | None = None
+    _models: ResolvedModels | None = field(default=None, repr=False)
+    _cache: ResponseCache | None = field(default=None, repr=False)
+    _pricer: Pricing | None = field(default=None, repr=False)
 
     @property
     def served_name(self) -> str:
         return PREFIX + self.name
 
-    def models(self) -> tuple[LM, LM | None]:
-        """The profile's LM objects, made once and shared by all runs (so per-model concurrency holds)."""
-        if self._lms is None:
-            root = resolve_model(self.model, self.options)
-            sub = resolve_model(self.sub_model, self.options) if self.sub_model else None
-            self._lms = (root, sub)
-        return self._lms
+    def models(self) -> ResolvedModels:
+        """The profile's LM objects, made once and shared by all runs (so per-model concurrency holds).
+        The commands call it at start-up, so a missing key or an unknown provider fails then."""
+        if self._models is None:
+            models = resolve_models(
+                self.config,
+                ModelChoice(self.model, self.sub_model),
+                self.models_by_depth,
+                base_url=self.base_url,
+                concurrency=self.concurrency,
+                api_key=self.api_key,
+            )
+            if self.config.cache_enabled:
+                self._cache = ResponseCache(self.config.cache_path)
+            self._pricer = Pricing(self.config.prices)
+            self._models = models
+        return self._models
 
     def limits_for(self, overrides: dict[str, Any]) -> Limits:
         """The profile's limits, lowered (never raised) by a caller's per-run overrides."""
@@ -98,18 +136,31 @@ class Profile:
         trace: bool = True,
         sandbox: SandboxSettings | None = None,
     ) -> RLM:
-        root, sub = self.models()
+        models = self.models()
         return RLM(
-            root,
-            sub_model=sub,
+            models.root,
+            sub_model=models.sub,
+            models_by_depth=dict(models.by_depth),
             limits=limits or self.limits,
             trace=trace,
             on_event=on_event,
             sandbox=sandbox or SandboxSettings(),
+            pricer=self._pricer,
+            cache=self._cache,
         )
 
 
-def profile_from_table(name: str, table: dict[str, Any]) -> Profile:
+def _depth_models(name: str, value: Any) -> dict[int, str]:
+    if not isinstance(value, dict) or not all(
+        str(d).isdigit() and isinstance(spec, str) for d, spec in value.items()
+    ):
+        raise ConfigError(f'profile {name!r}: models_by_depth entries look like 2 = "openai:gpt-5-nano"')
+    return {int(d): spec for d, spec in value.items()}
+
+
+def profile_from_table(name: str, table: Mapping[str, Any], config: Config | None = None) -> Profile:
+    """A `[profiles.NAME]` table; its limits start from the config's `[limits]`."""
+    config = config or Config()
     unknown = set(table) - LIMIT_KEYS - MODEL_KEYS
     if unknown:
         raise ConfigError(
@@ -119,28 +170,35 @@ def profile_from_table(name: str, table: dict[str, Any]) -> Profile:
     model = table.get("model")
     if not isinstance(model, str) or not model:
         raise ConfigError(f'profile {name!r} needs model = "provider:model"')
+    for key in ("sub_model", "base_url", "api_key_env", "description"):
+        if key in table and not isinstance(table[key], str):
+            raise ConfigError(f"profile {name!r}: {key} must be a string")
+    concurrency = table.get("concurrency")
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)):
+        raise ConfigError(f"profile {name!r}: concurrency must be a whole number")
     key_env = table.get("api_key_env")
-    api_key = os.environ.get(key_env) if isinstance(key_env, str) else None
+    api_key = os.environ.get(key_env) if key_env else None
     if key_env and not api_key:
         raise ConfigError(f"profile {name!r}: api_key_env names {key_env}, which is not set")
     try:
-        limits = Limits(**{k: v for k, v in table.items() if k in LIMIT_KEYS})
-        options = ModelOptions(
-            base_url=table.get("base_url"), api_key=api_key, concurrency=int(table.get("concurrency", 32))
-        )
-    except (TypeError, ValueError) as exc:
+        limits = config.make_limits(None, **{k: v for k, v in table.items() if k in LIMIT_KEYS})
+    except (ConfigError, TypeError) as exc:
         raise ConfigError(f"profile {name!r}: {exc}") from exc
     return Profile(
         name=name,
         model=model,
         sub_model=table.get("sub_model"),
         limits=limits,
-        options=options,
         description=str(table.get("description", "")),
+        models_by_depth=_depth_models(name, table.get("models_by_depth", {})),
+        config=config,
+        base_url=table.get("base_url"),
+        api_key=api_key,
+        concurrency=concurrency,
     )
 
 
-def load_profiles(path: str | Path) -> dict[str, Profile]:
+def load_profiles(path: str | Path, config: Config | None = None) -> dict[str, Profile]:
     """Profiles from a TOML file: `[profiles.NAME]` tables over optional `[defaults]`."""
     if sys.version_info >= (3, 11):
         import tomllib
@@ -152,34 +210,60 @@ def load_profiles(path: str | Path) -> dict[str, Profile]:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config {path} is not valid TOML: {exc}") from exc
+    extra = sorted(set(data) - set(PROFILES_FILE_KEYS))
+    if extra:
+        raise ConfigError(
+            f"unknown key {extra[0]!r} in the profiles file {path} (it holds [defaults] and "
+            "[profiles.NAME]); provider settings and prices go in a config file (--config FILE)"
+        )
     defaults = data.get("defaults", {})
     tables = data.get("profiles")
     if not isinstance(tables, dict) or not tables:
         raise ConfigError(f"config {path} defines no [profiles.NAME] table")
-    return {name: profile_from_table(name, {**defaults, **table}) for name, table in tables.items()}
+    if not isinstance(defaults, dict) or not all(isinstance(t, dict) for t in tables.values()):
+        raise ConfigError(f"config {path}: [defaults] and every [profiles.NAME] must be tables")
+    return {name: profile_from_table(name, {**defaults, **table}, config) for name, table in tables.items()}
 
 
-def profile_from_flags(
-    model: str | None,
+def choose_profiles(
+    config: Config,
     *,
-    name: str | None,
-    sub_model: str | None,
-    base_url: str | None,
-    limits: Limits,
-) -> Profile:
-    model = model or os.environ.get("RLMX_MODEL")
-    if not model:
-        raise ConfigError(
-            "no model configured: pass --model PROVIDER:MODEL (e.g. openai:gpt-5-mini), set RLMX_MODEL, "
-            "or give profiles with --profiles FILE"
-        )
-    return Profile(
-        name=name or model.split(":", 1)[-1],
-        model=model,
-        sub_model=sub_model or os.environ.get("RLMX_SUB_MODEL"),
-        limits=limits,
-        options=ModelOptions(base_url=base_url),
+    profiles_file: str | Path | None = None,
+    model: str | None = None,
+    sub_model: str | None = None,
+    base_url: str | None = None,
+    name: str | None = None,
+    limits: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Profile], str | None]:
+    """The profiles `rlmx serve` / `rlmx mcp` offer (the order is in the module docstring), and the
+    one-time note when rlmx picked the model itself. `limits`: the flags' Limits values (None = not given)."""
+    given = {k: v for k, v in (limits or {}).items() if v is not None}
+    if profiles_file is not None or (model is None and config.profiles):
+        flags = {"--sub-model": sub_model, "--base-url": base_url, "--name": name}
+        flags |= {FLAG_NAMES.get(k, "--" + k.replace("_", "-")): v for k, v in given.items()}
+        if model is not None:
+            flags["--model"] = model
+        stray = [flag for flag, value in flags.items() if value is not None]
+        where = f"--profiles {profiles_file}" if profiles_file is not None else "[profiles] in the config"
+        if stray:
+            raise ConfigError(
+                f"{stray[0]} describes the profile made from --model; the profiles come from {where}: "
+                "set it in a profile table instead"
+            )
+        if profiles_file is not None:
+            return load_profiles(profiles_file, config), None
+        return {n: profile_from_table(n, table, config) for n, table in config.profiles.items()}, None
+    choice = choose_models(model, sub_model, config, environ, base_url=base_url)
+    profile = Profile(
+        name=name or choice.model.split(":", 1)[-1],
+        model=choice.model,
+        sub_model=choice.sub_model,
+        limits=config.make_limits(choice.limits, **given),
+        config=config,
+        base_url=base_url,
     )
+    return {profile.name: profile}, choice.note
 
 
 def find_profile(profiles: dict[str, Profile], requested: str | None) -> Profile:
