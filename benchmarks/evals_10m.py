@@ -22,7 +22,9 @@ from rlmx.limits import Limits
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="1m,10m")
     parser.add_argument("--suite", default="niah,oolong,oolong_pairs,doc_multihop,codeqa")
     parser.add_argument("--methods", default="rlm,direct,bm25,summary")
@@ -38,7 +40,9 @@ def main() -> None:
         for size in sizes:
             started = time.perf_counter()
             item = generate_item(name, size, 0)
-            print(f"  {name:13s} {size_label(size):>4s}  {time.perf_counter() - started:6.2f} s  {item.context_tokens:>11,} tok")
+            print(
+                f"  {name:13s} {size_label(size):>4s}  {time.perf_counter() - started:6.2f} s  {item.context_tokens:>11,} tok"
+            )
             del item
 
     out = args.out or Path(tempfile.mkdtemp(prefix="rlmx-evals-10m-"))

@@ -16,7 +16,7 @@ while True:
     except OSError:
         pass
 """,
-    said=("TimeoutError",),
+    said=("TimeoutError", "CPUTimeExceeded"),
 )
 attack(
     "res-thread-bomb",
@@ -47,7 +47,7 @@ attack(
     "res-infinite-loop",
     "infinite loop",
     "while True:\n    pass",
-    said=("TimeoutError",),
+    said=("TimeoutError", "CPUTimeExceeded"),
 )
 attack(
     "res-cpu-threads",
@@ -67,7 +67,7 @@ attack(
     "res-deep-recursion",
     "unbounded recursion past a raised recursion limit",
     "import sys\nsys.setrecursionlimit(10**7)\ndef f(n):\n    return f(n + 1)\nf(0)",
-    said=("Error", "REPL process died"),
+    said=("Error", "REPL process died", "CPUTimeExceeded"),
 )
 attack(
     "res-huge-print",
@@ -369,6 +369,6 @@ for i in range(8):
 while True:
     pass
 """,
-    said=("TimeoutError",),
+    said=("TimeoutError", "CPUTimeExceeded"),
     sub="R" * 200_000,
 )

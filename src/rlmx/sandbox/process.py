@@ -53,6 +53,7 @@ class ProcessSandbox:
         self.pid: int | None = None
         self.restarts = 0
         self.inherited = False  # the worker shares the zygote's copy of the context
+        self.generation = 0  # which worker this is: a reply meant for a replaced one is dropped
         self.context_stats: dict[str, Any] | None = None
 
     # --- life cycle ---------------------------------------------------------------------------------
@@ -62,6 +63,7 @@ class ProcessSandbox:
 
     async def _spawn(self) -> None:
         self.handle, self.inherited = await self.pool.spawn(self.payload)
+        self.generation += 1
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=2**20)
         await loop.connect_read_pipe(
@@ -154,9 +156,12 @@ class ProcessSandbox:
         exec_id = self.next_id
         self.history.extend(history_append or [])
         started = time.monotonic()
-        await self._send(
-            {"type": wire.EXEC, "id": exec_id, "code": code, "history_append": history_append or []}
-        )
+        request = {"type": wire.EXEC, "id": exec_id, "code": code, "history_append": history_append or []}
+        try:
+            await self._send(request)
+        except (ConnectionError, BrokenPipeError):  # it died just now, before the reader saw it go
+            note = await self._died_between_cells(gone=True)
+            await self._send(request)
         budget, used, rpc_calls = self.settings.cell_timeout_s, 0.0, 0
         active: dict[int, asyncio.Task[None]] = {}
         # Time spent in sub-calls is not the cell's own -- until a request is refused: from then on all
@@ -170,6 +175,7 @@ class ProcessSandbox:
                 try:
                     item = await asyncio.wait_for(self.frames.get(), timeout)
                 except asyncio.TimeoutError:
+                    _cancel(active)
                     await self.restart()
                     return ExecResult(
                         output="",
@@ -182,6 +188,7 @@ class ProcessSandbox:
                 if not paused:
                     used += time.monotonic() - t0
                 if item is _EOF:
+                    _cancel(active)
                     await self.restart()
                     return ExecResult(
                         output="",
@@ -207,7 +214,7 @@ class ProcessSandbox:
                     ):
                         raise ProtocolViolation(f"REPL worker sent a bad request: {str(item)[:200]}")
                     rpc_calls += 1
-                    active[rid] = asyncio.create_task(self._answer(rid, item, rpc))
+                    active[rid] = asyncio.create_task(self._answer(rid, item, rpc, self.generation))
                 elif kind == wire.EXEC_RESULT and item.get("id") == exec_id:
                     result = ExecResult(
                         output=str(item.get("output", "")),
@@ -219,6 +226,7 @@ class ProcessSandbox:
                     if note:
                         result.output, result.restarted = f"{note}\n{result.output}", True
                     if item.get("restart"):  # the worker asks for it (threads it cannot stop)
+                        _cancel(active)
                         await self.restart()
                         result.error = f"{result.error or ''}; {RESTART_NOTE}".lstrip("; ")
                         result.restarted = True
@@ -226,23 +234,23 @@ class ProcessSandbox:
                 else:
                     raise ProtocolViolation(f"REPL worker sent an unexpected {kind!r} (id {item.get('id')})")
         finally:
-            for task in active.values():
-                task.cancel()
+            _cancel(active)
 
-    async def _died_between_cells(self) -> str:
+    async def _died_between_cells(self, *, gone: bool = False) -> str:
         """A worker that died while idle (e.g. threads it left running used up its CPU allowance) is
         restarted before the next cell, which then runs in the new REPL; the model is told."""
-        if self.frames.empty():
-            return ""
-        item = self.frames.get_nowait()
-        if isinstance(item, BaseException):
-            raise item
-        if item is not _EOF:
-            raise ProtocolViolation(f"REPL worker sent {str(item)[:200]} between cells")
+        if not gone:
+            if self.frames.empty():
+                return ""
+            item = self.frames.get_nowait()
+            if isinstance(item, BaseException):
+                raise item
+            if item is not _EOF:
+                raise ProtocolViolation(f"REPL worker sent {str(item)[:200]} between cells")
         await self.restart()
         return f"[the REPL process ended after the previous cell (code it left running); {RESTART_NOTE}]"
 
-    async def _answer(self, rid: int, request: dict[str, Any], rpc: RpcHandler) -> None:
+    async def _answer(self, rid: int, request: dict[str, Any], rpc: RpcHandler, generation: int) -> None:
         params = request.get("params")
         try:
             if not isinstance(params, dict):
@@ -256,6 +264,8 @@ class ProcessSandbox:
         except Exception as exc:  # a bug in the host's handler: loud, never a silent hang
             await self.frames.put(exc)
             return
+        if generation != self.generation:
+            return  # the worker that asked was replaced meanwhile: the new one must not get this
         # done before the reply is written: a worker that never reads its replies must not stop the
         # cell's clock (the timeout then restarts it)
         await self.frames.put(("rpc_done", rid, not reply["ok"]))
@@ -277,3 +287,9 @@ class ProcessSandbox:
         ):
             raise ProtocolViolation(f"REPL worker answered get_var with {str(item)[:200]}")
         return item
+
+
+def _cancel(tasks: dict[int, asyncio.Task[None]]) -> None:
+    for task in tasks.values():
+        task.cancel()
+    tasks.clear()
