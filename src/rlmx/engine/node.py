@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from rlmx.context.metadata import describe, render
+from rlmx.context.metadata import render
 from rlmx.engine import prompts
 from rlmx.engine.events import excerpt
 from rlmx.engine.history import History
 from rlmx.engine.parse import FinalLine, parse_reply
 from rlmx.engine.state import RunState
-from rlmx.errors import BudgetExhausted, ModelError, RLMError, SandboxError
-from rlmx.lm.base import estimate_tokens
+from rlmx.engine.subcalls import SubCalls, answer_text
+from rlmx.errors import BudgetExhausted, ModelError, SandboxError
 from rlmx.sandbox.base import ContextPayload, ExecResult
 from rlmx.typed import OutputSpec
-
-NO_ANSWER = object()
 
 
 @dataclass
@@ -77,6 +72,7 @@ class Node:
         self.sandbox_alive = False
         self.starting: asyncio.Future[None] | None = None  # the REPL's start, until code first needs it
         self.children = asyncio.Semaphore(state.limits.max_concurrent_children)
+        self.subcalls = SubCalls(self)
 
     def emit(self, type_: str, *, parent_id: str | None = None, **fields: Any) -> str:
         return self.state.emitter.emit(type_, parent_id=parent_id or self.id, depth=self.depth, **fields)
@@ -237,7 +233,7 @@ class Node:
         self.emit("exec_start", exec_id=exec_id, iteration=self.iteration, code=excerpt(code, 400))
 
         async def rpc(method: str, params: dict[str, Any]) -> Any:
-            return await self._rpc(method, params, exec_id)
+            return await self.subcalls.handle(method, params, exec_id)
 
         await self._ready()
         result = await self.sandbox.execute(code, rpc, append)
@@ -367,144 +363,24 @@ class Node:
         self.emit("error", message=message, iteration=self.iteration)
         return NodeResult(None, "error", self.iteration, message)
 
-    # --- what the REPL asks of the host --------------------------------------------------------------
-    async def _rpc(self, method: str, params: dict[str, Any], exec_id: str) -> Any:
-        if self.state.limits.max_depth == 0:
-            raise RLMError(f"{method} is disabled in this run (max_depth=0): no sub-calls are allowed")
-        if method == "llm_query":
-            return await self._sub_call(
-                as_prompt(params.get("prompt")), params.get("model"), exec_id, batched=False
-            )
-        if method == "llm_query_batched":
-            prompts_ = as_prompts(params.get("prompts"))
-            model = params.get("model")
-            return await self._batch(
-                method,
-                exec_id,
-                [partial(self._sub_call, p, model, exec_id, batched=True) for p in prompts_],
-            )
-        if method == "rlm_query":
-            return await self._rlm(
-                as_prompt(params.get("prompt")), params.get("context"), exec_id, batched=False
-            )
-        if method == "rlm_query_batched":
-            prompts_ = as_prompts(params.get("prompts"))
-            contexts = params.get("contexts") or [None] * len(prompts_)
-            if not isinstance(contexts, list) or len(contexts) != len(prompts_):
-                raise RLMError("rlm_query_batched: contexts must be a list as long as prompts")
-            return await self._batch(
-                method,
-                exec_id,
-                [
-                    partial(self._rlm, p, c, exec_id, batched=True)
-                    for p, c in zip(prompts_, contexts, strict=True)
-                ],
-            )
-        raise RLMError(f"unknown REPL request {method!r}")
-
-    async def _batch(
-        self, method: str, exec_id: str, calls: list[Callable[..., Awaitable[str]]]
-    ) -> list[str]:
-        """One batched request: its calls run concurrently between `batch_start` and `batch_end` records,
-        and each of their records carries `batch_id` (for progress counters and the viewer)."""
-        batch_id = self.emit("batch_start", parent_id=exec_id, method=method, n=len(calls))
-        results = list(await asyncio.gather(*(call(batch_id=batch_id) for call in calls)))
-        errors = sum(1 for r in results if r.startswith(("[llm_query error]", "[rlm_query error]")))
-        self.emit(
-            "batch_end", parent_id=exec_id, batch_id=batch_id, method=method, n=len(calls), errors=errors
+    def spawn_child(
+        self, question: str, payload: ContextPayload, meta: str, parent_id: str, batch_id: str | None
+    ) -> Node:
+        """A child RLM one level down, with its own REPL (started by its `run`)."""
+        return Node(
+            self.state,
+            depth=self.depth + 1,
+            question=question,
+            payload=payload,
+            meta=meta,
+            parent_id=parent_id,
+            record_type="child_start",
+            batch_id=batch_id,
         )
-        return results
-
-    async def _sub_call(
-        self,
-        prompt: str,
-        model: Any,
-        parent_id: str,
-        *,
-        batched: bool,
-        purpose: str = "llm_query",
-        batch_id: str | None = None,
-    ) -> str:
-        lm = self.state.models.named(str(model)) if model else self.sub_lm
-        window = self.state.models.window(lm)
-        try:
-            if estimate_tokens(prompt) > window:
-                raise RLMError(
-                    f"prompt of about {estimate_tokens(prompt):,} tokens exceeds the window of {lm.name} "
-                    f"(about {window:,} tokens); split it into smaller chunks"
-                )
-            response = await self.state.call_model(
-                lm,
-                [{"role": "user", "content": prompt}],
-                depth=self.depth + 1,
-                parent_id=parent_id,
-                purpose=purpose,
-                batch_id=batch_id,
-            )
-            return response.text
-        except RLMError as exc:
-            if not batched:
-                raise
-            return f"[llm_query error] {exc}"
-
-    async def _rlm(
-        self, prompt: str, context: Any, parent_id: str, *, batched: bool, batch_id: str | None = None
-    ) -> str:
-        max_depth = self.state.limits.max_depth
-        if self.depth + 1 >= max_depth:
-            self.emit(
-                "fallback",
-                parent_id=parent_id,
-                reason=(
-                    f"rlm_query at depth {self.depth} with max_depth={max_depth} runs as a plain llm_query"
-                ),
-            )
-            if context is not None:
-                prompt = f"{prompt}\n\nContext:\n{context if isinstance(context, str) else json.dumps(context, default=str)}"
-            return await self._sub_call(
-                prompt, None, parent_id, batched=batched, purpose="fallback", batch_id=batch_id
-            )
-        if context is None:
-            payload, meta = self.payload, self.meta
-        else:
-            payload, meta = ContextPayload.of(context), describe(context)
-        async with self.children:
-            child = Node(
-                self.state,
-                depth=self.depth + 1,
-                question=prompt,
-                payload=payload,
-                meta=meta,
-                parent_id=parent_id,
-                record_type="child_start",
-                batch_id=batch_id,
-            )
-            result = await child.run()
-        if result.answer is None:
-            return (
-                f"[rlm_query error] the child run ended by {result.stopped_by}: {result.error or 'no answer'}"
-            )
-        return answer_text(result.answer)
-
-
-def as_prompt(value: Any) -> str:
-    if not isinstance(value, str):
-        raise RLMError("a prompt must be a string")
-    return value
-
-
-def as_prompts(value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-        raise RLMError("prompts must be a list of strings")
-    return value
 
 
 def decode_final(final: dict[str, Any]) -> Any:
     return final["json"] if "json" in final else final.get("text", "")
-
-
-def answer_text(answer: Any) -> str:
-    return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False, default=str)
 
 
 def format_result(index: int, total: int, result: ExecResult) -> str:

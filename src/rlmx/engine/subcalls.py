@@ -1,0 +1,148 @@
+"""What a node's REPL asks of the host: sub-model calls, child RLMs and batches of either."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from rlmx.context.metadata import describe
+from rlmx.errors import RLMError
+from rlmx.lm.base import estimate_tokens
+from rlmx.sandbox.base import ContextPayload
+
+if TYPE_CHECKING:
+    from rlmx.engine.node import Node
+
+
+class SubCalls:
+    """Answers one node's `llm_query*` / `rlm_query*` requests. Every model call goes through the run's
+    ledger (`RunState.call_model`); a child RLM is a node one level down."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    async def handle(self, method: str, params: dict[str, Any], exec_id: str) -> Any:
+        if self.node.state.limits.max_depth == 0:
+            raise RLMError(f"{method} is disabled in this run (max_depth=0): no sub-calls are allowed")
+        if method == "llm_query":
+            return await self.sub_call(
+                as_prompt(params.get("prompt")), params.get("model"), exec_id, batched=False
+            )
+        if method == "llm_query_batched":
+            prompts_ = as_prompts(params.get("prompts"))
+            model = params.get("model")
+            return await self.batch(
+                method,
+                exec_id,
+                [partial(self.sub_call, p, model, exec_id, batched=True) for p in prompts_],
+            )
+        if method == "rlm_query":
+            return await self.rlm(
+                as_prompt(params.get("prompt")), params.get("context"), exec_id, batched=False
+            )
+        if method == "rlm_query_batched":
+            prompts_ = as_prompts(params.get("prompts"))
+            contexts = params.get("contexts") or [None] * len(prompts_)
+            if not isinstance(contexts, list) or len(contexts) != len(prompts_):
+                raise RLMError("rlm_query_batched: contexts must be a list as long as prompts")
+            return await self.batch(
+                method,
+                exec_id,
+                [
+                    partial(self.rlm, p, c, exec_id, batched=True)
+                    for p, c in zip(prompts_, contexts, strict=True)
+                ],
+            )
+        raise RLMError(f"unknown REPL request {method!r}")
+
+    async def batch(self, method: str, exec_id: str, calls: list[Callable[..., Awaitable[str]]]) -> list[str]:
+        """One batched request: its calls run concurrently between `batch_start` and `batch_end` records,
+        and each of their records carries `batch_id` (for progress counters and the viewer)."""
+        batch_id = self.node.emit("batch_start", parent_id=exec_id, method=method, n=len(calls))
+        results = list(await asyncio.gather(*(call(batch_id=batch_id) for call in calls)))
+        errors = sum(1 for r in results if r.startswith(("[llm_query error]", "[rlm_query error]")))
+        self.node.emit(
+            "batch_end", parent_id=exec_id, batch_id=batch_id, method=method, n=len(calls), errors=errors
+        )
+        return results
+
+    async def sub_call(
+        self,
+        prompt: str,
+        model: Any,
+        parent_id: str,
+        *,
+        batched: bool,
+        purpose: str = "llm_query",
+        batch_id: str | None = None,
+    ) -> str:
+        lm = self.node.state.models.named(str(model)) if model else self.node.sub_lm
+        window = self.node.state.models.window(lm)
+        try:
+            if estimate_tokens(prompt) > window:
+                raise RLMError(
+                    f"prompt of about {estimate_tokens(prompt):,} tokens exceeds the window of {lm.name} "
+                    f"(about {window:,} tokens); split it into smaller chunks"
+                )
+            response = await self.node.state.call_model(
+                lm,
+                [{"role": "user", "content": prompt}],
+                depth=self.node.depth + 1,
+                parent_id=parent_id,
+                purpose=purpose,
+                batch_id=batch_id,
+            )
+            return response.text
+        except RLMError as exc:
+            if not batched:
+                raise
+            return f"[llm_query error] {exc}"
+
+    async def rlm(
+        self, prompt: str, context: Any, parent_id: str, *, batched: bool, batch_id: str | None = None
+    ) -> str:
+        max_depth = self.node.state.limits.max_depth
+        if self.node.depth + 1 >= max_depth:
+            self.node.emit(
+                "fallback",
+                parent_id=parent_id,
+                reason=(
+                    f"rlm_query at depth {self.node.depth} with max_depth={max_depth} runs as a plain llm_query"
+                ),
+            )
+            if context is not None:
+                prompt = f"{prompt}\n\nContext:\n{context if isinstance(context, str) else json.dumps(context, default=str)}"
+            return await self.sub_call(
+                prompt, None, parent_id, batched=batched, purpose="fallback", batch_id=batch_id
+            )
+        if context is None:
+            payload, meta = self.node.payload, self.node.meta
+        else:
+            payload, meta = ContextPayload.of(context), describe(context)
+        async with self.node.children:
+            child = self.node.spawn_child(prompt, payload, meta, parent_id, batch_id)
+            result = await child.run()
+        if result.answer is None:
+            return (
+                f"[rlm_query error] the child run ended by {result.stopped_by}: {result.error or 'no answer'}"
+            )
+        return answer_text(result.answer)
+
+
+def as_prompt(value: Any) -> str:
+    if not isinstance(value, str):
+        raise RLMError("a prompt must be a string")
+    return value
+
+
+def as_prompts(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise RLMError("prompts must be a list of strings")
+    return value
+
+
+def answer_text(answer: Any) -> str:
+    return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False, default=str)
