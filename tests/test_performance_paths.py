@@ -14,6 +14,7 @@ from policies import is_root, repl, turn
 from rlmx import RLM, ModelOptions
 from rlmx.lm.base import CallSettings
 from rlmx.lm.openai_compat import OpenAICompatLM, shared_ssl_context
+from rlmx.sandbox.base import ContextPayload
 from rlmx.testing import ScriptedServer
 
 
@@ -69,3 +70,15 @@ def test_a_large_context_reaches_the_worker_whole_and_the_trace_stays_small(tmp_
 def test_concurrency_default_allows_the_fan_out_target() -> None:
     assert ModelOptions().concurrency == 64
     assert OpenAICompatLM("m", base_url="http://127.0.0.1:9/v1").concurrency == 64
+
+
+def test_a_text_payload_keeps_the_callers_string_and_sends_its_exact_utf8_in_slices() -> None:
+    for text in ("plain ascii " * 1000, "ünïcode € and 🙂 emoji " * 1000):
+        payload = ContextPayload.of(text)
+        assert payload.text is text and payload.blob == b""  # no encoded copy held in the host
+        pieces = list(payload.pieces(chunk=777))  # slices cut through multi-byte characters' text
+        assert len(pieces) > 1 and b"".join(pieces) == text.encode("utf-8")
+        assert payload.size() == len(text.encode("utf-8")) and payload.data() == text.encode("utf-8")
+    as_json = ContextPayload.of({"a": [1, "é"]})
+    assert b"".join(as_json.pieces(chunk=3)) == as_json.blob == as_json.data()
+    assert as_json.size() == len(as_json.blob)

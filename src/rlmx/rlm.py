@@ -107,6 +107,20 @@ class RLM:
         by_depth = {int(d): lm(m) for d, m in self.models_by_depth.items()}
         self._models = Models(root=root, sub=sub, by_depth=by_depth)
         self._sandbox_factory = make_sandbox_factory(self.sandbox)
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """First-use costs paid here rather than inside the first run: the price catalog's import and
+        its lookup of each model (a miss is remembered by the default pricer), and the sandbox backend's
+        modules (~40 ms together before the first model request otherwise)."""
+        from rlmx.pricing import Pricing, default_pricing, is_priced
+
+        pricer = self.pricer if self.pricer is not None else default_pricing()
+        if isinstance(pricer, Pricing):  # a caller's own pricer is only called when a run needs it
+            for lm in (self._models.root, self._models.sub, *self._models.by_depth.values()):
+                is_priced(pricer, lm.name)
+        if self.sandbox.backend in ("process", "process-unisolated"):
+            import rlmx.sandbox.process  # noqa: F401  (the run's zygote and workers)
 
     def run(self, question: str, context: Any = None, *, output: Any = None) -> RunResult:
         """Synchronous wrapper around `arun`."""

@@ -10,6 +10,7 @@ contents); the REPL worker reads them itself, once, so a 40 MB folder is never c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -132,7 +133,7 @@ class Context:
             blob = json.dumps(self.manifest.to_json(), ensure_ascii=False).encode("utf-8")
             return ContextPayload("files", blob, options)
         base = ContextPayload.of(self._value)
-        return ContextPayload(base.kind, base.blob, options)
+        return dataclasses.replace(base, options=options)
 
     def __repr__(self) -> str:
         if self.manifest is None:

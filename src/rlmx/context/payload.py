@@ -56,11 +56,11 @@ def load_payload(payload: ContextPayload) -> LoadedContext:
     if payload.kind == "none":
         value: Any = None
     elif payload.kind == "inline-text":
-        value = payload.blob.decode("utf-8")
+        value = payload.data().decode("utf-8")
     elif payload.kind == "inline-json":
-        value = json.loads(payload.blob)
+        value = json.loads(payload.data())
     elif payload.kind == "files":
-        value, skipped, notes = load_manifest(Manifest.from_json(json.loads(payload.blob)))
+        value, skipped, notes = load_manifest(Manifest.from_json(json.loads(payload.data())))
     else:
         raise ValueError(f"unknown context payload kind {payload.kind!r}")
     filtered = None

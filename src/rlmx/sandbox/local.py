@@ -128,7 +128,7 @@ class LocalSandbox:
             "history": list(self.history),
             "output_chars": self.settings.output_chars,
         }
-        worker.init(init, self.payload.blob)
+        worker.init(init, self.payload.data())
         self.worker = worker
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="rlmx-local-repl")
 

@@ -156,7 +156,7 @@ class WorkerPool:
             "context_options": payload.options,
         }
         try:
-            await asyncio.get_running_loop().sock_sendall(parent, wire.encode(setup, payload.blob))
+            await send_frame(parent, setup, payload)
             reply, fds = await asyncio.wait_for(self._recv(), s.start_timeout_s)
         except (OSError, EOFError, asyncio.TimeoutError) as exc:
             detail = self.stderr_tail() or repr(exc)
@@ -279,6 +279,14 @@ class WorkerPool:
         if self.errlog is not None:
             self.errlog.close()
             self.errlog = None
+
+
+async def send_frame(sock: socket.socket, message: dict[str, Any], payload: ContextPayload) -> None:
+    """One frame whose blob is the payload, sent in slices: a 40 MB context is never copied whole."""
+    loop = asyncio.get_running_loop()
+    await loop.sock_sendall(sock, wire.encode_header(message, payload.size()))
+    for piece in payload.pieces():
+        await loop.sock_sendall(sock, piece)
 
 
 def _settle(future: asyncio.Future[None]) -> None:

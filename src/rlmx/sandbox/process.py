@@ -85,7 +85,7 @@ class ProcessSandbox:
             "cell_cpu_s": self.settings.cell_cpu_s,
         }
         try:
-            await self._send(init, b"" if self.inherited else self.payload.blob)
+            await self._send(init, None if self.inherited else self.payload)
             ready = await asyncio.wait_for(self.frames.get(), self.settings.start_timeout_s)
         except (asyncio.TimeoutError, ConnectionError, BrokenPipeError) as exc:
             ready = exc
@@ -112,13 +112,14 @@ class ProcessSandbox:
         except (ValueError, UnicodeDecodeError) as exc:
             await self.frames.put(ProtocolViolation(f"REPL worker protocol violation: {exc}"))
 
-    async def _send(self, message: dict[str, Any], blob: bytes = b"") -> None:
+    async def _send(self, message: dict[str, Any], payload: ContextPayload | None = None) -> None:
         assert self.writer is not None
-        self.writer.write(wire.encode(message) if not blob else wire.encode_header(message, len(blob)))
-        view = memoryview(blob)
-        for start in range(0, len(blob), BLOB_CHUNK):  # no copy of a large context, whole, in any buffer
-            self.writer.write(view[start : start + BLOB_CHUNK])
-            await self.writer.drain()
+        size = payload.size() if payload is not None else 0
+        self.writer.write(wire.encode(message) if not size else wire.encode_header(message, size))
+        if payload is not None and size:
+            for piece in payload.pieces(BLOB_CHUNK):  # no copy of a large context, whole, in any buffer
+                self.writer.write(piece)
+                await self.writer.drain()
         await self.writer.drain()
 
     async def _kill(self) -> None:

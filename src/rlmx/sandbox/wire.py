@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import struct
-from typing import Any
+from typing import Any, cast
 
 HEADER = struct.Struct(">IQ")
 MAX_JSON_BYTES = 64 * 1024 * 1024  # a single frame's JSON part
@@ -91,8 +91,23 @@ def _read_exact(fd: int, n: int) -> bytes:
 def read_frame(fd: int) -> tuple[dict[str, Any], bytes]:
     json_len, blob_len = decode_header(_read_exact(fd, HEADER.size))
     message = decode_body(_read_exact(fd, json_len))
-    blob = _read_exact(fd, blob_len) if blob_len else b""
+    blob = _read_blob(fd, blob_len) if blob_len else b""
     return message, blob
+
+
+def _read_blob(fd: int, n: int) -> bytes:
+    """`n` bytes read straight into one buffer: a 40 MB context is never held twice (pieces + joined)."""
+    buffer = bytearray(n)
+    view = memoryview(buffer)
+    got = 0
+    while got < n:
+        count = os.readv(fd, [view[got : got + (1 << 20)]])
+        if not count:
+            raise EOFError("pipe closed")
+        got += count
+    view.release()
+    # a bytearray, returned as bytes without a copy: its receivers only decode or json-parse it
+    return cast(bytes, buffer)
 
 
 def write_frame(fd: int, message: dict[str, Any], blob: bytes = b"") -> None:
