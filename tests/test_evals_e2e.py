@@ -21,7 +21,7 @@ from rlmx.evals import EvalConfig, load_records, run_suite
 from rlmx.limits import STOP_REASONS, Limits
 from rlmx.lm.registry import ModelOptions
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1_800)]  # 20 small runs on a 2-core CPU
 SUITE = ("niah", "oolong", "oolong_pairs", "doc_multihop", "codeqa")
 
 

@@ -115,6 +115,13 @@ def test_a_different_configuration_in_the_same_folder_is_refused(tmp_path: Path)
             run_suite(config(srv, tmp_path, suite=("niah",), methods=("direct",), seed=1), oracle=oracle)
 
 
+def test_a_missing_key_fails_before_anything_is_written(tmp_path: Path) -> None:
+    cfg = EvalConfig(suite=("niah",), sizes=(8_192,), out=tmp_path / "o", n=1, model="openai:gpt-5-mini")
+    with pytest.raises(ConfigError, match="no API key"):
+        run_suite(cfg)
+    assert not (tmp_path / "o").exists()
+
+
 def test_prices_turn_tokens_into_costs(tmp_path: Path) -> None:
     oracle = Oracle()
     with ScriptedServer(oracle.policy) as srv:

@@ -11,7 +11,7 @@ import re
 from typing import Any, ClassVar
 
 from rlmx.evals import sources
-from rlmx.evals.items import EvalItem, Noise, Score, item_id, render_documents, repl, rng_for
+from rlmx.evals.items import BATCHED, EvalItem, Noise, Score, item_id, render_documents, repl, rng_for
 from rlmx.evals.multihop_world import World
 from rlmx.evals.scoring import after_answer_prefix, exact_match, token_f1
 from rlmx.evals.sources import Hotpot
@@ -21,7 +21,7 @@ FORMAT = (
     "documents you used, comma-separated."
 )
 RELEVANT_ASK = "Which of the documents below are needed to answer the question?"
-DOC_CHARS = 980  # average synthetic document size, for sizing the world
+DOC_CHARS = 840  # average synthetic document size, for sizing the world
 
 
 def slug(name: str) -> str:
@@ -72,12 +72,15 @@ class DocMultihop:
         )
 
     def _synthetic(self, size_tokens: int, index: int, rng: Any) -> tuple[Any, ...]:
-        n_docs = max(12, size_tokens * 4 // DOC_CHARS)
+        n_docs = max(18, size_tokens * 4 // DOC_CHARS)  # the world has at least 3 entities of each type
         world = World(rng, n_docs)
         phrase, names, relations = world.chain(index)
         twins = [world.add_near_duplicate(n) for n in names[:-1]]
         twin_answer = world.entities[twins[-1]].relations[relations[-1]]
-        filler = max(1, (DOC_CHARS - 150) // 95)
+        per_doc = size_tokens * 4 // len(world.entities)
+        filler = max(
+            0, min((DOC_CHARS - 140) // 85, (per_doc - 140) // 85)
+        )  # small sizes: fewer filler sentences
         docs = [
             {"path": f"wiki/{slug(e.name)}", "text": world.document(e, filler)}
             for e in world.entities.values()
@@ -141,10 +144,10 @@ class DocMultihop:
         return [
             repl("print(len(context), context[0]['path'])", "A list of documents; let me see."),
             repl(
-                f"""
+                f"""{BATCHED}
 groups = partition(size=30)
 render = lambda ds: "\\n".join(f"=== {{d['path']}} ===\\n{{d['text']}}" for d in ds)
-replies = llm_query_batched([{head!r} + render(g) for g in groups])
+replies = batched([{head!r} + render(g) for g in groups])
 picked = [p.strip() for r in replies if r.strip() != "NONE" for p in r.split(",") if p.strip()]
 print(len(groups), "groups; relevant:", picked)
 """,

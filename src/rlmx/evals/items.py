@@ -159,6 +159,17 @@ def item_id(family: str, variant: str, size_tokens: int, seed: int, index: int) 
     return f"{family}-{variant}-{size_label(size_tokens)}-s{seed}-{index:03d}"
 
 
+# Scripted roots send sub-calls in groups: one llm_query_batched call may carry at most a few tens of
+# megabytes of prompts, and a 10M-token context is more than that.
+BATCHED = """
+def batched(prompts, size=100):
+    out = []
+    for start in range(0, len(prompts), size):
+        out += llm_query_batched(prompts[start:start + size])
+    return out
+"""
+
+
 def repl(code: str, prose: str = "") -> str:
     """A scripted root reply: optional prose, then one ```repl block."""
     return f"{prose}\n```repl\n{code.strip()}\n```\n"

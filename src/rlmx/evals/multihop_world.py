@@ -84,6 +84,7 @@ class World:
     def __init__(self, rng: random.Random, n_docs: int) -> None:
         self.rng = rng
         self.entities: dict[str, Entity] = {}
+        self.names: list[str] = []  # every entity, in creation order
         self.by_type: dict[str, list[str]] = {t: [] for t in TYPES}  # originals only, not near-duplicates
         counts = {t: max(3, round(n_docs * SHARE[t])) for t in TYPES}
         for kind in TYPES:
@@ -100,6 +101,7 @@ class World:
             name = _name(self.rng, kind)
         entity = Entity(name, kind, year=self.rng.randint(1950, 2020))
         self.entities[name] = entity
+        self.names.append(name)
         return entity
 
     def add_original(self, kind: str) -> None:
@@ -145,7 +147,7 @@ class World:
             "city": f"{n} is a city in {r.get('country')}. Its population was {self.rng.randint(5, 900) * 1000:,} in {y}.",
             "country": f"{n} is a country whose national archive was founded in {y}.",
         }[entity.type]
-        names = list(self.entities)
+        names = self.names
         extra = [
             self.rng.choice(FILLER).format(
                 x=n, y=self.rng.choice(names), year=self.rng.randint(1950, 2024), n=self.rng.randint(5, 50)

@@ -8,7 +8,7 @@ import uuid
 from typing import ClassVar
 
 from rlmx.evals import sources
-from rlmx.evals.items import EvalItem, Noise, Score, item_id, repl, rng_for
+from rlmx.evals.items import BATCHED, EvalItem, Noise, Score, item_id, repl, rng_for
 from rlmx.evals.scoring import ruler_contains, strict_match
 
 NEEDLE = "One of the special magic {kind} for {key} is: {value}."
@@ -118,9 +118,9 @@ class Niah:
         return [
             repl("print(len(context))\nprint(peek(0, 300))", "Let me look at the context."),
             repl(
-                f"""
+                f"""{BATCHED}
 chunks = partition(size=60_000)
-replies = llm_query_batched([{ask!r} + "\\n\\n" + c for c in chunks])
+replies = batched([{ask!r} + "\\n\\n" + c for c in chunks])
 found = [r.strip() for r in replies if r.strip() and r.strip() != "NONE"]
 answer = found[0] if found else "not found"
 print(len(chunks), found)

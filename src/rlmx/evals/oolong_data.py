@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from rlmx.evals import sources
-from rlmx.evals.items import Noise, rng_for
+from rlmx.evals.items import BATCHED, Noise, rng_for
 
 LABELS = tuple(sorted(sources.LEXNAMES.values()))
 LINE = re.compile(r"^Date: (\w{3} \d{2}, \d{4}) \|\| User: (\d+) \|\| Instance: (.*)$", re.MULTILINE)
@@ -126,10 +126,11 @@ def labelling_code(question_line: str, lines_per_call: int = 300) -> str:
     head = f"Question: {question_line}\n{LABEL_ASK}: {', '.join(LABELS)}.\nReply with one line per instance, '<number>: <category>'.\n\n"
     return f"""
 import re, datetime
+{BATCHED}
 lines = [l for l in context.split("\\n") if l.startswith("Date: ")]
 batches = [lines[i:i + {lines_per_call}] for i in range(0, len(lines), {lines_per_call})]
 head = {head!r}
-replies = llm_query_batched([head + "\\n".join(f"{{j + 1}}. {{l}}" for j, l in enumerate(b)) for b in batches])
+replies = batched([head + "\\n".join(f"{{j + 1}}. {{l}}" for j, l in enumerate(b)) for b in batches])
 records = []
 for batch, reply in zip(batches, replies):
     got = dict(re.findall(r"^(\\d+): *(\\w+)", reply, re.M))

@@ -40,7 +40,9 @@ class Oracle:
 
     def find(self, text: str) -> EvalItem:
         """The item whose full question appears in the text (the longest one, if several do)."""
-        hits = [item for question, item in self.items.items() if question in text]
+        hits = [
+            item for question, item in list(self.items.items()) if question in text
+        ]  # items may be added meanwhile
         if not hits:
             raise LookupError("the oracle knows no item whose question is in this prompt")
         return max(hits, key=lambda item: len(item.question))

@@ -123,10 +123,13 @@ class Runner:
 
     def _prepare(self) -> set[tuple[str, str]]:
         cfg = self.config
+        if not cfg.oracle:  # a bad model or a missing key fails before anything is written
+            self.root_lm = resolve_model(cfg.model or "", cfg.model_options)
+            self.sub_lm = resolve_model(cfg.sub_model, cfg.model_options) if cfg.sub_model else self.root_lm
         cfg.out.mkdir(parents=True, exist_ok=True)
         config_path = cfg.out / "config.json"
         identity = json.loads(json.dumps(cfg.identity()))  # as it reads back from the file
-        if config_path.exists():
+        if config_path.exists() and (cfg.out / RESULTS).exists():
             previous = json.loads(config_path.read_text(encoding="utf-8"))
             if previous.get("identity") != identity:
                 raise ConfigError(
@@ -134,11 +137,8 @@ class Runner:
                     "use a new --out folder"
                 )
         config_path.write_text(json.dumps({"identity": identity}, indent=1), encoding="utf-8")
-        if not cfg.oracle:
-            self.root_lm = resolve_model(cfg.model or "", cfg.model_options)
-            self.sub_lm = resolve_model(cfg.sub_model, cfg.model_options) if cfg.sub_model else self.root_lm
-            if cfg.cache:
-                self.store = ResponseStore(cfg.out / "cache.sqlite")
+        if not cfg.oracle and cfg.cache:
+            self.store = ResponseStore(cfg.out / "cache.sqlite")
         done = {key for key, r in latest(load_records(cfg.out)).items() if r.get("status") == "ok"}
         return done
 
