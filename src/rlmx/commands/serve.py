@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from rlmx.commands import profile_options as opts
 from rlmx.errors import ConfigError
 
 
@@ -18,40 +19,19 @@ def missing_extra(exc: ModuleNotFoundError, extra: str) -> ConfigError:
 
 
 def serve(
-    model: Annotated[
-        str | None,
-        typer.Option(
-            help="Root model of a single profile (default: the config's profiles, else the model rlmx ask "
-            "would use: $RLMX_MODEL, the config file, a provider whose key is set, the embedded demo model)."
-        ),
-    ] = None,
-    sub_model: Annotated[str | None, typer.Option(help="Model for sub-calls and child RLMs.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")] = None,
+    model: opts.Model = None,
+    sub_model: opts.SubModel = None,
+    base_url: opts.BaseUrl = None,
     name: Annotated[
         str | None, typer.Option(help="Profile name; served as rlmx/NAME (default: the model's name).")
     ] = None,
-    profiles_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--profiles", help="TOML file of profiles (one profiles.NAME table each); see docs/serve.md."
-        ),
-    ] = None,
-    max_depth: Annotated[
-        int | None,
-        typer.Option(help="Default profile: 0 no sub-calls, 1 plain, 2+ child RLMs. [default: 1]"),
-    ] = None,
-    max_iterations: Annotated[
-        int | None, typer.Option(help="Default profile: turns per RLM. [default: 30]")
-    ] = None,
-    max_llm_calls: Annotated[
-        int | None, typer.Option(help="Default profile: model calls per run. [default: 200]")
-    ] = None,
-    max_cost_usd: Annotated[float | None, typer.Option(help="Default profile: USD per run.")] = None,
-    timeout: Annotated[float | None, typer.Option(help="Default profile: seconds per run.")] = None,
-    config_file: Annotated[
-        Path | None,
-        typer.Option("--config", help="A config file read after ./rlmx.toml (TOML); see docs/providers.md."),
-    ] = None,
+    profiles_file: opts.ProfilesFile = None,
+    max_depth: opts.MaxDepth = None,
+    max_iterations: opts.MaxIterations = None,
+    max_llm_calls: opts.MaxLlmCalls = None,
+    max_cost_usd: opts.MaxCostUsd = None,
+    timeout: opts.Timeout = None,
+    config_file: opts.ConfigFile = None,
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0: any free port; the URL is printed).")] = 8000,
     token: Annotated[
