@@ -8,7 +8,7 @@ from rlmx.engine.parse import FinalLine, parse_reply
 def test_repl_python_and_unlabelled_fences_run_in_order_others_do_not() -> None:
     reply = (
         "```repl\na = 1\n```\ntext\n```python\nb = 2\n```\n```\nc = 3\n```\n"
-        "```json\n{\"x\": 1}\n```\n```bash\nls\n```\n"
+        '```json\n{"x": 1}\n```\n```bash\nls\n```\n'
     )
     assert parse_reply(reply).code_blocks == ["a = 1\n", "b = 2\n", "c = 3\n"]
 

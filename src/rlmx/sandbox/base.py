@@ -39,7 +39,9 @@ class SandboxSettings:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ValueError(f"SandboxSettings: unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
+            raise ValueError(
+                f"SandboxSettings: unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}"
+            )
         for name in ("cell_timeout_s", "start_timeout_s", "output_chars", "cell_cpu_s", "worker_cpu_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SandboxSettings: {name} must be > 0")
@@ -52,7 +54,9 @@ class SandboxSettings:
 class ContextPayload:
     """The context, encoded once for the worker (never re-encoded per turn or per restart)."""
 
-    kind: str  # "inline-text" | "inline-json" | "files" (a JSON manifest; the worker reads the files) | "none"
+    kind: (
+        str  # "inline-text" | "inline-json" | "files" (a JSON manifest; the worker reads the files) | "none"
+    )
     blob: bytes = b""
     # For the worker, sent in INIT as `context_options`: "prefilter" ({query, method, k}), "cache_dir"
     # (where search indexes may be cached), "note" (a line the model's metadata ends with).

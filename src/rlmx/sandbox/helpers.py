@@ -393,7 +393,9 @@ def partition(
 
     if mode == "tokens":
         if count is None:
-            raise NotImplementedError("by='tokens' needs token counting: pass count= (the REPL's partition does)")
+            raise NotImplementedError(
+                "by='tokens' needs token counting: pass count= (the REPL's partition does)"
+            )
         from rlmx.sandbox.tokens import partition_text  # stdlib at import; counting is `count`'s job
 
         return partition_text(context if isinstance(context, str) else view.text, n, size, overlap, count)

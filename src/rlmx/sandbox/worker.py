@@ -239,7 +239,9 @@ class Worker:
             rlm_query_batched=self.rlm_query_batched,
             peek=lambda start=0, length=2000: helpers.peek(view, start, length),
             grep=lambda pattern, **kw: helpers.grep(view, pattern, **kw),
-            partition=lambda n=None, **kw: helpers.partition(context, view, n, count=tokens.count_batch, **kw),
+            partition=lambda n=None, **kw: helpers.partition(
+                context, view, n, count=tokens.count_batch, **kw
+            ),
             count_tokens=tokens.count_tokens,
             search=index.search,
             Match=helpers.Match,
