@@ -27,8 +27,6 @@ from rlmx.sandbox.base import BACKENDS, SandboxFactory, SandboxSettings
 from rlmx.sandbox.search import default_cache_dir
 from rlmx.typed import OutputSpec
 
-TraceOption = "bool | str | Path | None"
-
 
 @dataclass
 class RunResult:
