@@ -40,8 +40,6 @@ def mcp(
     port: Annotated[int, typer.Option(help="With --transport http: the port.")] = 8765,
 ) -> None:
     """Serve the MCP tools `ask` (an RLM run over files under --root) and `trace` (summarise a run)."""
-    from rlmx.config import load_config
-    from rlmx.serve.profiles import choose_profiles
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import is_loopback
 
@@ -57,25 +55,19 @@ def mcp(
         raise ConfigError(
             f"--transport http has no authentication here, so it binds loopback only, not {host}"
         )
-    profiles, note = choose_profiles(
-        load_config(config_file),
+    profiles = opts.load_profiles(
+        config_file,
         profiles_file=profiles_file,
         model=model,
         sub_model=sub_model,
         base_url=base_url,
         name=name,
-        limits={
-            "max_depth": max_depth,
-            "max_iterations": max_iterations,
-            "max_llm_calls": max_llm_calls,
-            "max_cost_usd": max_cost_usd,
-            "timeout_s": timeout,
-        },
+        max_depth=max_depth,
+        max_iterations=max_iterations,
+        max_llm_calls=max_llm_calls,
+        max_cost_usd=max_cost_usd,
+        timeout=timeout,
     )
-    if note:
-        sys.stderr.write(note + "\n")
-    for profile in profiles.values():
-        profile.models()
     settings = McpSettings(
         profiles=profiles,
         roots=Roots.of(root),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -56,8 +55,6 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
 ) -> None:
     """Serve POST /v1/chat/completions and GET /v1/models; each completion is an RLM run."""
-    from rlmx.config import load_config
-    from rlmx.serve.profiles import choose_profiles
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import ServeSettings, resolve_token
 
@@ -69,25 +66,19 @@ def serve(
     except ModuleNotFoundError as exc:
         raise missing_extra(exc, "serve") from exc
     auth_token = resolve_token(token, no_auth=no_auth, host=host)
-    profiles, note = choose_profiles(
-        load_config(config_file),
+    profiles = opts.load_profiles(
+        config_file,
         profiles_file=profiles_file,
         model=model,
         sub_model=sub_model,
         base_url=base_url,
         name=name,
-        limits={
-            "max_depth": max_depth,
-            "max_iterations": max_iterations,
-            "max_llm_calls": max_llm_calls,
-            "max_cost_usd": max_cost_usd,
-            "timeout_s": timeout,
-        },
+        max_depth=max_depth,
+        max_iterations=max_iterations,
+        max_llm_calls=max_llm_calls,
+        max_cost_usd=max_cost_usd,
+        timeout=timeout,
     )
-    if note:
-        sys.stderr.write(note + "\n")
-    for profile in profiles.values():
-        profile.models()  # a missing key or unknown provider fails now, not at the first request
     settings = ServeSettings(
         profiles=profiles,
         roots=Roots.of(root),
