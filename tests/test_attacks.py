@@ -34,6 +34,8 @@ from rlmx import RLM, Limits, ModelOptions, SandboxSettings
 from rlmx.testing import ScriptedServer
 from sandbox_support import FOLLOW_UP, QUESTION, Outcome, wait_no_descendants
 
+REPO = Path(__file__).resolve().parent.parent  # the checkout under test: a writable host directory
+
 MAX_LLM_CALLS = 12
 SETTINGS = SandboxSettings(
     cell_timeout_s=3.0, cell_cpu_s=2, memory_mb=1024, max_processes=48, scratch_mb=64, max_file_mb=32
@@ -98,6 +100,7 @@ class Host:
             "PLANTED": str(self.planted),
             "TMP": str(self.tmp),
             "TOKEN": self.token,
+            "REPO": str(REPO),
             "ABSTRACT": self.abstract,
             "UNIXPATH": str(self.unix_path),
             "URL": url,
@@ -120,7 +123,7 @@ class Host:
 
     def written_paths(self) -> list[Path]:
         t = self.token
-        names = [f"/work/main/pwned-{t}", f"/work/main/pwned-sys-{t}", f"/etc/pwned-{t}", f"/usr/pwned-{t}"]
+        names = [f"{REPO}/pwned-{t}", f"{REPO}/pwned-sys-{t}", f"/etc/pwned-{t}", f"/usr/pwned-{t}"]
         names += [f"{sys.prefix}/pwned-{t}", f"/pwned-{t}", f"/root/pwned-{t}"]
         return [self.tmp / "pwned", self.tmp / "pwned-system", *map(Path, names)]
 

@@ -1,8 +1,9 @@
 """What an attack is: model-written code, how its run must end, and what the model must have been told.
 
 Code is a `string.Template`: $PORT, $UDP, $DNS (the host's listeners), $IP (the host's non-loopback
-address), $HOST_PID, $PLANTED (a secret file outside the sandbox), $TMP (a host directory), $TOKEN,
-$ABSTRACT and $UNIXPATH (unix sockets the host listens on), $URL (the model server). Values the host
+address), $HOST_PID, $PLANTED (a secret file outside the sandbox), $TMP (a host directory), $REPO
+(the checkout under test), $TOKEN, $ABSTRACT and $UNIXPATH (unix sockets the host listens on), $URL
+(the model server). Values the host
 checks for (secrets) never appear literally in the code: the code must find them, and it cannot.
 Every attack starts with `leak(label, value)`, which prints a value and sends it out via `llm_query`.
 """

@@ -186,7 +186,7 @@ leak('SHELL', r.stdout + r.stderr)
 attack(
     "proc-os-system",
     "os.system writing host files and killing the host",
-    "import os\nprint(os.system('echo pwned > $TMP/pwned-system; touch /work/main/pwned-sys-$TOKEN; kill -9 $HOST_PID'))",
+    "import os\nprint(os.system('echo pwned > $TMP/pwned-system; touch $REPO/pwned-sys-$TOKEN; kill -9 $HOST_PID'))",
 )
 attack(
     "proc-setuid-tools",

@@ -225,7 +225,7 @@ attack(
     "write files outside the working directory (project, host tmp, /etc, /usr, python)",
     """
 import os, sys
-targets = ['$TMP/pwned', '/work/main/pwned-$TOKEN', '/etc/pwned-$TOKEN', '/usr/pwned-$TOKEN',
+targets = ['$TMP/pwned', '$REPO/pwned-$TOKEN', '/etc/pwned-$TOKEN', '/usr/pwned-$TOKEN',
            os.path.join(sys.prefix, 'pwned-$TOKEN'), '/pwned-$TOKEN', '/root/pwned-$TOKEN']
 for path in targets:
     try:
