@@ -13,10 +13,10 @@ import pytest
 
 from policies import is_root, question, repl, turn
 from rlmx import RLM, CallSettings, Limits, ModelOptions, register_provider, resolve_model
-from rlmx.errors import ConfigError
+from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.anthropic import AnthropicLM
 from rlmx.lm.local import LocalLlamaLM
-from rlmx.lm.openai_compat import FORBID_ENV, OpenAICompatLM
+from rlmx.lm.openai_compat import FORBID_ENV, OpenAICompatLM, reply_text, usage_of
 from rlmx.lm.registry import PROVIDERS
 from rlmx.testing import FunctionLM, ScriptedServer
 
@@ -209,3 +209,41 @@ def test_models_by_depth_pick_the_model_of_each_depth() -> None:
         "leaf-model": ["leaf"],  # depth 2: models_by_depth
     }
     assert set(result.usage["by_depth"]) == {"0", "1", "2"}
+
+
+def test_replies_are_read_from_plain_json_and_bad_shapes_are_transient() -> None:
+    good = {
+        "choices": [{"message": {"role": "assistant", "content": "hi"}}],
+        "usage": {
+            "prompt_tokens": 10,
+            "completion_tokens": 4,
+            "prompt_tokens_details": {"cached_tokens": 6},
+            "completion_tokens_details": {"reasoning_tokens": 3},
+            "cost": 0.5,
+        },
+    }
+    assert reply_text(good) == "hi"
+    usage = usage_of(good["usage"])
+    assert (usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.reasoning_tokens) == (
+        10,
+        4,
+        6,
+        3,
+    )
+    assert usage.cost_usd == 0.5
+    # servers that leave fields out, or null them, count zero; a non-number cost is not a cost
+    sparse = usage_of({"prompt_tokens": None, "prompt_tokens_details": None, "cost": "free"})
+    assert (sparse.input_tokens, sparse.cached_tokens, sparse.cost_usd) == (0, 0, None)
+    assert usage_of(None).input_tokens == 0
+    bad_replies: list[Any] = [
+        "<html>busy</html>",
+        {},
+        {"choices": []},
+        {"choices": ["x"]},
+        {"choices": [{"message": None}]},
+        {"choices": [{"message": {"content": None}}]},
+        {"choices": [{"message": {"content": "  "}}]},
+    ]
+    for bad in bad_replies:
+        with pytest.raises(TransientModelError):
+            reply_text(bad)
