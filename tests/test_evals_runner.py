@@ -199,3 +199,13 @@ def test_cli_usage_errors_are_one_line_exit_2(
 def test_report_without_results_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no results"):
         write_report(tmp_path)
+
+
+def test_the_run_s_output_cap_holds_for_every_baseline_call(tmp_path: Path) -> None:
+    oracle = Oracle()
+    with ScriptedServer(oracle.policy) as srv:
+        limits = Limits(max_llm_calls=500, max_iterations=8, max_output_tokens=48)
+        written = run_suite(config(srv, tmp_path, suite=("niah",), limits=limits), oracle=oracle)
+        caps = {r.body.get("max_tokens") for r in srv.requests}
+    assert {r["method"] for r in written} == {"rlm", "direct", "bm25", "summary"}
+    assert caps == {48}  # the RLM's calls and the baselines' alike

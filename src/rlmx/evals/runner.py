@@ -196,7 +196,10 @@ class Runner:
                 result = await self._run_rlm(item, root, sub)
             else:
                 window = cfg.window or context_window_for(root.name)
-                settings = BaselineSettings(**{**asdict(cfg.baseline), "window": window})
+                base = {**asdict(cfg.baseline), "window": window}
+                if base["max_output_tokens"] is None:  # the run's cap holds for the baselines' calls too
+                    base["max_output_tokens"] = cfg.limits.max_output_tokens
+                settings = BaselineSettings(**base)
                 result = await RUNNERS[method](root, item, settings, cfg.price())
             status = "ok"
         except ConfigError:
