@@ -13,7 +13,7 @@ from typing import Any
 from policies import is_root, repl, turn
 from rlmx import RLM, ModelOptions
 from rlmx.lm.base import CallSettings
-from rlmx.lm.openai_compat import OpenAICompatLM, shared_ssl_context
+from rlmx.lm.openai_compat import OpenAICompatLM, _default_client, shared_ssl_context
 from rlmx.sandbox.base import ContextPayload
 from rlmx.testing import ScriptedServer
 
@@ -35,12 +35,46 @@ def test_a_model_request_carries_exactly_the_body_and_auth_it_should() -> None:
     }
 
 
-def test_every_client_shares_one_tls_context() -> None:
+def test_every_client_shares_one_tls_context_on_the_aiohttp_transport() -> None:
     a = OpenAICompatLM("a", base_url="http://127.0.0.1:9/v1")
     b = OpenAICompatLM("b", base_url="http://127.0.0.1:9/v1")
     assert shared_ssl_context() is shared_ssl_context()
-    assert a._client_factory(a)._client._transport._pool._ssl_context is shared_ssl_context()  # type: ignore[attr-defined]
-    assert b._client_factory(b)._client._transport._pool._ssl_context is shared_ssl_context()  # type: ignore[attr-defined]
+    for lm in (a, b):
+        transport = lm._client_factory(lm)._client._transport  # type: ignore[attr-defined]
+        assert type(transport).__name__ == "AiohttpTransport"  # aiohttp is a core dependency
+        assert transport.ssl_context is shared_ssl_context()
+
+
+def test_clients_are_closed_in_their_own_loop() -> None:
+    """No connection outlives its event loop: `asyncio.run` closes the client as it ends, `aclose()`
+    closes it at once, and the next call opens a fresh one."""
+    closed: list[bool] = []
+
+    def factory(lm: OpenAICompatLM) -> Any:
+        client = _default_client(lm)
+        real_close = client.close
+
+        async def close() -> None:
+            await real_close()
+            closed.append(client.is_closed())
+
+        client.close = close  # type: ignore[method-assign]
+        return client
+
+    with ScriptedServer(lambda m, r: "fine") as srv:
+        lm = OpenAICompatLM("m", base_url=srv.url, client_factory=factory)
+        messages = [{"role": "user", "content": "q"}]
+
+        async def twice() -> list[str]:
+            first = await lm.complete(messages, CallSettings())
+            await lm.aclose()
+            second = await lm.complete(messages, CallSettings())
+            return [first.text, second.text]
+
+        assert asyncio.run(twice()) == ["fine", "fine"]
+        assert closed == [True, True]  # aclose() closed the first; the loop's end closed the second
+        assert asyncio.run(lm.complete(messages, CallSettings())).text == "fine"  # a new loop, a new client
+        assert closed == [True, True, True]
 
 
 def context_probe(messages: list[dict[str, Any]], request: Any = None) -> str:
@@ -82,3 +116,50 @@ def test_a_text_payload_keeps_the_callers_string_and_sends_its_exact_utf8_in_sli
     as_json = ContextPayload.of({"a": [1, "é"]})
     assert b"".join(as_json.pieces(chunk=3)) == as_json.blob == as_json.data()
     assert as_json.size() == len(as_json.blob)
+
+
+def test_a_batch_keeps_its_order_and_never_has_more_than_its_window_under_way() -> None:
+    from rlmx.engine.subcalls import run_windowed
+
+    live, peak, started = [0], [0], []
+
+    def call(i: int) -> Any:
+        async def run() -> str:
+            started.append(i)
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+            await asyncio.sleep(0.001 * (i % 3))
+            live[0] -= 1
+            return f"r{i}"
+
+        return run
+
+    results = asyncio.run(run_windowed([call(i) for i in range(50)], 8))
+    assert results == [f"r{i}" for i in range(50)] and peak[0] == 8
+    assert started[:8] == list(range(8))  # taken in order
+
+    async def failing() -> list[str]:
+        cancelled: list[int] = []
+
+        def slow(i: int) -> Any:
+            async def run() -> str:
+                try:
+                    await asyncio.sleep(10)
+                except asyncio.CancelledError:
+                    cancelled.append(i)
+                    raise
+                return "never"
+
+            return run
+
+        async def boom() -> str:
+            raise ValueError("broken")
+
+        try:
+            await run_windowed([slow(0), slow(1), boom, slow(3)], 3)
+        except ValueError:
+            await asyncio.sleep(0)
+            return sorted(map(str, cancelled))
+        return ["no error"]
+
+    assert asyncio.run(failing()) == ["0", "1"]  # the error propagates; the others are cancelled

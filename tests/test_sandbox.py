@@ -463,3 +463,45 @@ def test_cli_sandbox_option(tmp_path: Path) -> None:
     assert len(bad.stderr.strip().splitlines()) == 1
     assert unisolated.returncode == 0 and "reduced isolation" in unisolated.stderr
     assert default.returncode == 0 and default.stdout.strip() == "done" and "warning" not in default.stderr
+
+
+REAP_NESTED = r"""
+import os, socket, time
+from rlmx.sandbox.zygote import Zygote
+
+limits = {"cpu_s": 10, "memory_mb": 100, "processes": 10, "file_mb": 1, "open_files": 10}
+zygote = Zygote(socket.socketpair()[0], {"limits": limits, "scratch_mb": 1}, ids=object())
+pids = set()
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    pids.add(pid)
+zygote.children |= pids
+time.sleep(0.3)  # both have exited: two zombies
+real_waitpid, nested = os.waitpid, []
+
+def waitpid(pid, options):
+    if not nested:  # as if a second SIGCHLD arrived here: the handler runs again, inside itself
+        nested.append(pid)
+        zygote._reap()
+    return real_waitpid(pid, options)
+
+os.waitpid = waitpid
+zygote._reap()
+try:
+    os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG)
+    left = "some"
+except ChildProcessError:
+    left = "none"
+print("reaped", left, sorted(zygote.children), len(nested))
+"""
+
+
+def test_the_zygote_s_reaper_survives_a_nested_sigchld() -> None:
+    """A SIGCHLD arriving while the reaper runs re-enters it; the inner call reaps what the outer one
+    was about to (a run of 16 parallel children once saw the zygote die of that, taking every REPL
+    of the run with it)."""
+    out = subprocess.run([sys.executable, "-c", REAP_NESTED], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["reaped", "none", "[]", "1"]

@@ -128,6 +128,17 @@ class RLM:
             return asyncio.run(self.arun(question, context, output=output))
         raise RuntimeError("RLM.run() was called inside a running event loop; use `await rlm.arun(...)`")
 
+    async def aclose(self) -> None:
+        """Close the HTTP connections this RLM's models opened in the running event loop. Only needed
+        on a loop you run and close yourself: `run()` and `asyncio.run(rlm.arun(...))` close them as
+        their loop ends. The next run opens new ones."""
+        closed: set[int] = set()
+        for lm in (self._models.root, self._models.sub, *self._models.by_depth.values()):
+            close = getattr(lm, "aclose", None)
+            if close is not None and id(lm) not in closed:
+                closed.add(id(lm))
+                await close()
+
     def _trace_path(self, run_id: str) -> Path | None:
         if self.trace is None or self.trace is False:
             return None

@@ -16,6 +16,8 @@ from rlmx.sandbox.base import ContextPayload
 if TYPE_CHECKING:
     from rlmx.engine.node import Node
 
+DEFAULT_WINDOW = 128  # calls of a batch under way at once when the model does not say its concurrency
+
 
 class SubCalls:
     """Answers one node's `llm_query*` / `rlm_query*` requests. Every model call goes through the run's
@@ -38,6 +40,7 @@ class SubCalls:
                 method,
                 exec_id,
                 [partial(self.sub_call, p, model, exec_id, batched=True) for p in prompts_],
+                window=self.window(model),
             )
         if method == "rlm_query":
             return await self.rlm(
@@ -55,14 +58,24 @@ class SubCalls:
                     partial(self.rlm, p, c, exec_id, batched=True)
                     for p, c in zip(prompts_, contexts, strict=True)
                 ],
+                window=self.window(None),
             )
         raise RLMError(f"unknown REPL request {method!r}")
 
-    async def batch(self, method: str, exec_id: str, calls: list[Callable[..., Awaitable[str]]]) -> list[str]:
+    def window(self, model: Any) -> int:
+        """How many calls of a batch are under way at once: twice the model's own concurrency, so a
+        call waiting out a retry does not idle a slot, and never all of a 1,000-item batch at once."""
+        lm = self.node.state.models.named(str(model)) if model else self.node.sub_lm
+        concurrency = getattr(lm, "concurrency", None)
+        return 2 * concurrency if isinstance(concurrency, int) and concurrency > 0 else DEFAULT_WINDOW
+
+    async def batch(
+        self, method: str, exec_id: str, calls: list[Callable[..., Awaitable[str]]], *, window: int
+    ) -> list[str]:
         """One batched request: its calls run concurrently between `batch_start` and `batch_end` records,
         and each of their records carries `batch_id` (for progress counters and the viewer)."""
         batch_id = self.node.emit("batch_start", parent_id=exec_id, method=method, n=len(calls))
-        results = list(await asyncio.gather(*(call(batch_id=batch_id) for call in calls)))
+        results = await run_windowed([partial(call, batch_id=batch_id) for call in calls], window)
         errors = sum(1 for r in results if r.startswith(("[llm_query error]", "[rlm_query error]")))
         self.node.emit(
             "batch_end", parent_id=exec_id, batch_id=batch_id, method=method, n=len(calls), errors=errors
@@ -130,6 +143,31 @@ class SubCalls:
                 f"[rlm_query error] the child run ended by {result.stopped_by}: {result.error or 'no answer'}"
             )
         return answer_text(result.answer)
+
+
+async def run_windowed(calls: list[Callable[[], Awaitable[str]]], window: int) -> list[str]:
+    """Every call's result, in order, with at most `window` under way at once (`window` workers take
+    the next call as they finish one). The workers start one per turn of the event loop, so the first
+    requests are on the wire while later ones are still being prepared: started all at once, 1,000
+    calls took ~100 ms of preparation before the first request left. If one call raises, the others
+    are cancelled and the error propagates."""
+    results: list[str] = [""] * len(calls)
+    pending = iter(enumerate(calls))
+
+    async def worker() -> None:
+        for index, call in pending:
+            results[index] = await call()
+
+    workers: list[asyncio.Task[None]] = []
+    try:
+        for _ in range(min(window, len(calls))):
+            workers.append(asyncio.ensure_future(worker()))
+            await asyncio.sleep(0)
+        await asyncio.gather(*workers)
+    finally:
+        for task in workers:
+            task.cancel()
+    return results
 
 
 def as_prompt(value: Any) -> str:

@@ -145,7 +145,9 @@ class AnthropicLM:
         self.limiter = limiter
         self.default_max_tokens = default_max_tokens
         self.prompt_caching = prompt_caching
-        self._per_loop = PerLoop(lambda: (self._new_client(), asyncio.Semaphore(self.concurrency)))
+        self._per_loop = PerLoop(
+            lambda: (self._new_client(), asyncio.Semaphore(self.concurrency)), _close_client
+        )
 
     def __repr__(self) -> str:
         return f"AnthropicLM({self.name!r}, base_url={self.base_url!r})"
@@ -159,8 +161,12 @@ class AnthropicLM:
             api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
         )
 
+    async def aclose(self) -> None:
+        """Close this event loop's client now (a loop ended by `asyncio.run` closes it itself)."""
+        await self._per_loop.aclose()
+
     async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse:
-        client, semaphore = self._per_loop.get()
+        client, semaphore = await self._per_loop.aget()
         system, turns = to_anthropic(messages, prompt_caching=self.prompt_caching)
         kwargs: dict[str, Any] = {
             "model": self.model,
@@ -193,3 +199,7 @@ class AnthropicLM:
             limiter=self.limiter,
             est_tokens=estimate_message_tokens(messages) + kwargs["max_tokens"],
         )
+
+
+async def _close_client(pair: tuple[anthropic.AsyncAnthropic, asyncio.Semaphore]) -> None:
+    await pair[0].close()

@@ -90,7 +90,10 @@ class Zygote:
             pid = info.si_pid
             if not self.isolated:  # what the worker started lives on in its session's group
                 self._killpg(pid)
-            os.waitpid(pid, 0)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass  # a SIGCHLD arriving meanwhile ran this handler again, and that call reaped it
             self.children.discard(pid)
 
     def _reap_plain(self) -> None:
