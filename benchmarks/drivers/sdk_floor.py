@@ -1,5 +1,7 @@
 """Driver: the SDK floor -- `n` requests sent by a bare `openai.AsyncOpenAI` client at `concurrency`
-in flight, no harness. Same SDK, same server, same prompts as the harness's fan-out.
+in flight, no harness. Same SDK on the same HTTP transport as rlmx's (`http_client()`: aiohttp where
+installed), same server, same prompts as the harness's fan-out; `{"transport": "httpx"}` in the spec
+measures the SDK's default transport instead.
 
 Prints `RESULT {json}` with the wall time of the `n` requests (one warm-up request first).
 """
@@ -14,8 +16,11 @@ import time
 import openai
 
 
-async def fan_out(url: str, n: int, concurrency: int) -> float:
-    client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0)
+async def fan_out(url: str, n: int, concurrency: int, transport: str = "same") -> float:
+    from rlmx.lm.openai_compat import http_client
+
+    http = http_client() if transport == "same" else openai.DefaultAsyncHttpxClient()
+    client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, http_client=http)
     semaphore = asyncio.Semaphore(concurrency)
 
     async def one(prompt: str) -> str:
@@ -35,5 +40,5 @@ async def fan_out(url: str, n: int, concurrency: int) -> float:
 
 if __name__ == "__main__":
     spec = json.loads(sys.argv[1])
-    seconds = asyncio.run(fan_out(spec["url"], spec["n"], spec["concurrency"]))
+    seconds = asyncio.run(fan_out(spec["url"], spec["n"], spec["concurrency"], spec.get("transport", "same")))
     print("RESULT " + json.dumps({"call_s": seconds}), flush=True)
