@@ -29,6 +29,7 @@ from benchmarks.measure import (  # noqa: E402
     median,
     root_gaps_ms,
     run_driver,
+    shape,
     sub_span_s,
 )
 from benchmarks.serve import ServerProcess  # noqa: E402
@@ -212,6 +213,11 @@ def scenario_tickets(fw: Framework, ctx: Contexts, latency: float) -> dict[str, 
         requests = srv.requests()
     tag = f"tickets_{int(latency * 1000)}ms"
     floor = floor_s(requests, fw.concurrency, latency)
+    sdk_s = None
+    if fw.key == RLMX.key and latency:  # the same shape of requests from a bare SDK client
+        with ServerProcess(fw.policy, "tickets", latency=latency) as srv:
+            spec_sdk = {"url": srv.url, "schedule": shape(requests), "concurrency": fw.concurrency}
+            sdk_s = run_driver(sdk_floor_command(), spec_sdk).result.get("call_s")
     call_s = run.result.get("call_s")
     answer = run.result.get("answer")
     right = str(answer).strip() == str(gold)
@@ -219,6 +225,8 @@ def scenario_tickets(fw: Framework, ctx: Contexts, latency: float) -> dict[str, 
         f"{tag}_s": call_s,
         f"{tag}_floor_s": floor if latency else None,
         f"{tag}_vs_floor": call_s / floor if latency and call_s and floor else None,
+        f"{tag}_sdk_s": sdk_s,
+        f"{tag}_vs_sdk": call_s / sdk_s if sdk_s and call_s else None,
         f"{tag}_batches": batches(requests),
         "error": run.result.get("error") or (None if right else f"answer {answer!r}, expected {gold}"),
         "_run": run,
@@ -295,6 +303,8 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("tickets_100ms_s", "tickets task, 100 ms latency", "s", ""),
     ("tickets_100ms_floor_s", "  its floor at the framework's concurrency", "s", ""),
     ("tickets_100ms_vs_floor", "  ratio to that floor", "x", "<= 1.15"),
+    ("tickets_100ms_sdk_s", "  the same requests from a bare AsyncOpenAI (same concurrency)", "s", ""),
+    ("tickets_100ms_vs_sdk", "  ratio to that", "x", ""),
 ]
 SCENARIO_OF = {
     "trivial_s": "trivial",

@@ -151,6 +151,19 @@ def batches(requests: list[Served]) -> list[int]:
     return sizes
 
 
+def shape(requests: list[Served]) -> list[int]:
+    """The run as groups in time order: 1 for each root turn, n for the n sub-calls between two."""
+    groups: list[int] = []
+    in_batch = False
+    for r in sorted(requests, key=lambda r: r.t_received):
+        if not r.root and in_batch:
+            groups[-1] += 1
+        else:
+            groups.append(1)
+        in_batch = not r.root
+    return groups
+
+
 def floor_s(requests: list[Served], concurrency: int, latency: float) -> float:
     """(root turns + sum of ceil(batch / concurrency)) x latency."""
     roots = sum(1 for r in requests if r.root)

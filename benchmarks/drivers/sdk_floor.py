@@ -3,6 +3,10 @@ in flight, no harness. Same SDK on the same HTTP transport as rlmx's (`http_clie
 installed), same server, same prompts as the harness's fan-out; `{"transport": "httpx"}` in the spec
 measures the SDK's default transport instead.
 
+With `"schedule": [1, 1, 1, 105, 1]` it replays a run's shape instead: the groups in sequence, each
+group's requests at `concurrency` in flight, from a cold client (no warm-up), as a run starts; the time
+is from the first request to the last reply.
+
 Prints `RESULT {json}` with the wall time of the `n` requests (one warm-up request first).
 """
 
@@ -38,7 +42,32 @@ async def fan_out(url: str, n: int, concurrency: int, transport: str = "same") -
     return elapsed
 
 
+async def schedule(url: str, groups: list[int], concurrency: int) -> float:
+    from rlmx.lm.openai_compat import http_client
+
+    client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, http_client=http_client())
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(prompt: str) -> None:
+        async with semaphore:
+            await client.chat.completions.create(
+                model="scripted", messages=[{"role": "user", "content": prompt}]
+            )
+
+    started = time.perf_counter()
+    for g, size in enumerate(groups):
+        await asyncio.gather(*(one(f"group {g} item {i}") for i in range(size)))
+    elapsed = time.perf_counter() - started
+    await client.close()
+    return elapsed
+
+
 if __name__ == "__main__":
     spec = json.loads(sys.argv[1])
-    seconds = asyncio.run(fan_out(spec["url"], spec["n"], spec["concurrency"], spec.get("transport", "same")))
+    if "schedule" in spec:
+        seconds = asyncio.run(schedule(spec["url"], spec["schedule"], spec["concurrency"]))
+    else:
+        seconds = asyncio.run(
+            fan_out(spec["url"], spec["n"], spec["concurrency"], spec.get("transport", "same"))
+        )
     print("RESULT " + json.dumps({"call_s": seconds}), flush=True)
