@@ -175,7 +175,7 @@ def scenario_fanout(fw: Framework, ctx: Contexts) -> dict[str, Any]:
     with ServerProcess(fw.policy, "fanout", latency=LATENCY_S, batch=FANOUT) as srv:
         run = run_driver(fw.command, {**spec, "url": srv.url})
         requests = srv.requests()
-        floor_span, floor_call, httpx_floor_span = None, None, None
+        floor_span, floor_call = None, None
         if fw.key == RLMX.key:  # the SDK floor at our concurrency (peers fix their own; no floor needed)
             srv.reset()
             floor_run = run_driver(
@@ -183,12 +183,6 @@ def scenario_fanout(fw: Framework, ctx: Contexts) -> dict[str, Any]:
             )
             floor_span = sub_span_s(srv.requests()[1:])  # without the warm-up request
             floor_call = floor_run.result.get("call_s")
-            srv.reset()  # and on the SDK's default transport, for comparison
-            run_driver(
-                sdk_floor_command(),
-                {"url": srv.url, "n": FANOUT, "concurrency": fw.concurrency, "transport": "httpx"},
-            )
-            httpx_floor_span = sub_span_s(srv.requests()[1:])
     span = sub_span_s(requests)
     subs = sum(1 for r in requests if not r.root)
     return {
@@ -197,7 +191,6 @@ def scenario_fanout(fw: Framework, ctx: Contexts) -> dict[str, Any]:
         "fanout_process_s": run.process_s,
         "sdk_floor_span_s": floor_span,
         "sdk_floor_call_s": floor_call,
-        "sdk_httpx_floor_span_s": httpx_floor_span,
         "fanout_vs_sdk_floor": span / floor_span if floor_span else None,
         "fanout_ideal_s": -(-FANOUT // fw.concurrency) * LATENCY_S,
         "error": run.result.get("error") or (None if subs == FANOUT else f"{subs} sub-calls, not {FANOUT}"),
@@ -294,8 +287,7 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("trace_kb_per_turn", "trace size per turn, run above", "KB", ""),
     ("trace_kb_per_turn_beyond_excerpts", "  ... beyond the capped message excerpts", "KB", "<= 10 KB"),
     ("fanout_span_s", "1,000 x 100 ms sub-calls: first sent -> last answered", "s", ""),
-    ("sdk_floor_span_s", "  SDK floor: bare AsyncOpenAI, same concurrency and transport", "s", ""),
-    ("sdk_httpx_floor_span_s", "  the same on the SDK's default (httpx) transport", "s", ""),
+    ("sdk_floor_span_s", "  SDK floor: bare AsyncOpenAI, same concurrency", "s", ""),
     ("fanout_vs_sdk_floor", "  ratio to the SDK floor", "x", "<= 1.10"),
     ("fanout_call_s", "  whole run, inside the call (2 root turns at 100 ms too)", "s", ""),
     ("fanout_process_s", "  whole process (start-up included)", "s", ">= 3x faster than official"),

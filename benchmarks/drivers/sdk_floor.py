@@ -1,7 +1,6 @@
 """Driver: the SDK floor -- `n` requests sent by a bare `openai.AsyncOpenAI` client at `concurrency`
-in flight, no harness. Same SDK on the same HTTP transport as rlmx's (`http_client()`: aiohttp where
-installed), same server, same prompts as the harness's fan-out; `{"transport": "httpx"}` in the spec
-measures the SDK's default transport instead.
+in flight, no harness. Same SDK with the same HTTP client settings as rlmx's (`http_client()`), same
+server, same prompts as the harness's fan-out.
 
 With `"schedule": [1, 1, 1, 105, 1]` it replays a run's shape instead: the groups in sequence, each
 group's requests at `concurrency` in flight, from a cold client (no warm-up), as a run starts; the time
@@ -20,11 +19,10 @@ import time
 import openai
 
 
-async def fan_out(url: str, n: int, concurrency: int, transport: str = "same") -> float:
+async def fan_out(url: str, n: int, concurrency: int) -> float:
     from rlmx.lm.openai_compat import http_client
 
-    http = http_client() if transport == "same" else openai.DefaultAsyncHttpxClient()
-    client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, http_client=http)
+    client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, http_client=http_client())
     semaphore = asyncio.Semaphore(concurrency)
 
     async def one(prompt: str) -> str:

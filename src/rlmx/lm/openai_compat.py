@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
-import importlib.util
 import json
 import os
 import ssl
@@ -51,8 +50,9 @@ def classify_openai_error(exc: Exception) -> Failure | None:
 
 
 def transport_failure(exc: Exception) -> Failure:
-    """A failure below HTTP, named after its first cause: the aiohttp transport reports a dropped
-    connection as a connect timeout (`ServerDisconnectedError` under `APITimeoutError`)."""
+    """A failure below HTTP, named after its first cause (`RemoteProtocolError: Server disconnected`
+    says more than the SDK's "Connection error."; some transports report a dropped connection as a
+    timeout, which the cause corrects)."""
     root: BaseException = exc
     for _ in range(8):
         if root.__cause__ is None:
@@ -183,18 +183,8 @@ def _default_client(lm: OpenAICompatLM) -> openai.AsyncOpenAI:
 
 
 def http_client() -> Any:
-    """The SDK's HTTP client on its aiohttp transport when aiohttp is installed (a core dependency, via
-    `openai[aiohttp]`), else on its default one. With 64 requests in flight the default transport's
-    pool re-checks every pooled connection on every request and reply: ~0.35 ms of CPU per request
-    more than aiohttp (docs/performance.md). Either way with the shared TLS context."""
-    if aiohttp_transport_available():
-        return openai.DefaultAioHttpClient(verify=shared_ssl_context())
+    """The SDK's default async HTTP client, with the process's one TLS context."""
     return openai.DefaultAsyncHttpxClient(verify=shared_ssl_context())
-
-
-@functools.cache
-def aiohttp_transport_available() -> bool:
-    return hasattr(openai, "DefaultAioHttpClient") and importlib.util.find_spec("aiohttp") is not None
 
 
 async def _close_client(pair: tuple[openai.AsyncOpenAI, asyncio.Semaphore]) -> None:
@@ -214,10 +204,8 @@ def shared_ssl_context() -> ssl.SSLContext:
 
 @functools.cache
 def warm_http_backend() -> None:
-    """Import what the HTTP transport loads on its first connection (~15 ms for the default one's async
-    network backend), here rather than between a run's start and its first model request."""
-    if aiohttp_transport_available():
-        return  # the SDK imported it with itself
+    """Import the async network backend the HTTP library loads on its first connection (~15 ms), here
+    rather than between a run's start and its first model request."""
     for module in ("httpcore2._backends.anyio", "anyio._backends._asyncio"):
         try:
             importlib.import_module(module)
