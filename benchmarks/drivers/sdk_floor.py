@@ -65,7 +65,5 @@ if __name__ == "__main__":
     if "schedule" in spec:
         seconds = asyncio.run(schedule(spec["url"], spec["schedule"], spec["concurrency"]))
     else:
-        seconds = asyncio.run(
-            fan_out(spec["url"], spec["n"], spec["concurrency"], spec.get("transport", "same"))
-        )
+        seconds = asyncio.run(fan_out(spec["url"], spec["n"], spec["concurrency"]))
     print("RESULT " + json.dumps({"call_s": seconds}), flush=True)
