@@ -161,3 +161,37 @@ def test_a_batch_keeps_its_order_and_never_has_more_than_its_window_under_way() 
         return ["no error"]
 
     assert asyncio.run(failing()) == ["0", "1"]  # the error propagates; the others are cancelled
+
+
+def test_one_model_serves_runs_in_several_threads_each_loop_with_its_own_client() -> None:
+    import threading
+
+    made: list[Any] = []
+
+    def factory(lm: OpenAICompatLM) -> Any:
+        client = _default_client(lm)
+        made.append(client)
+        return client
+
+    def slow(messages: list[dict[str, Any]], request: Any) -> str:
+        return "fine"
+
+    with ScriptedServer(slow, latency=0.2) as srv:
+        lm = OpenAICompatLM("m", base_url=srv.url, client_factory=factory)
+        messages = [{"role": "user", "content": "q"}]
+        answers: list[str] = []
+
+        def run_one() -> None:
+            async def two() -> list[str]:  # two calls on this loop: one client for both
+                replies = await asyncio.gather(*(lm.complete(messages, CallSettings()) for _ in range(2)))
+                return [r.text for r in replies]
+
+            answers.extend(asyncio.run(two()))
+
+        threads = [threading.Thread(target=run_one) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert answers == ["fine"] * 6
+    assert len(made) == 3 and all(c.is_closed() for c in made)  # one per loop, each closed as it ended

@@ -91,7 +91,8 @@ def status_failure(status: int, message: str, headers: Any) -> Failure:
 
 
 class PerLoop(Generic[T]):
-    """One value per running event loop: SDK clients and semaphores belong to the loop that made them.
+    """One value per event loop: SDK clients and semaphores belong to the loop that made them, so an LM
+    shared by runs in several threads (each with its own loop) gives each loop its own.
 
     With `close`, a value is also closed in its own loop: when that loop shuts down (`asyncio.run`
     closes the async generators still open as it ends; `_closed_at_shutdown` is one) or on `aclose()`.
@@ -101,33 +102,34 @@ class PerLoop(Generic[T]):
     def __init__(self, make: Callable[[], T], close: Callable[[T], Awaitable[None]] | None = None) -> None:
         self._make = make
         self._close = close
-        self._loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
-        self._value: T | None = None
-        self._guard: AsyncGenerator[None, None] | None = None
+        self._values: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = weakref.WeakKeyDictionary()
+        self._guards: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncGenerator[None, None]]
+        self._guards = weakref.WeakKeyDictionary()
 
     def get(self) -> T:
-        """The value of the running loop (made on first use). Values with `close` are taken with `aget`."""
+        """The running loop's value (made on first use). Values with `close` are taken with `aget`."""
         loop = asyncio.get_running_loop()
-        if self._value is None or self._loop is None or self._loop() is not loop:
-            self._value = self._make()
-            self._loop = weakref.ref(loop)
-            self._guard = None  # a previous loop's guard is that loop's to finish
-        return self._value
+        value = self._values.get(loop)
+        if value is None:
+            value = self._values[loop] = self._make()
+        return value
 
     async def aget(self) -> T:
         value = self.get()
-        if self._close is not None and self._guard is None:
+        loop = asyncio.get_running_loop()
+        if self._close is not None and loop not in self._guards:
             guard = _closed_at_shutdown(self._close, value)
-            self._guard = guard
+            self._guards[loop] = guard
             await guard.__anext__()  # runs to its `yield` at once: the loop now tracks it
         return value
 
     async def aclose(self) -> None:
         """Close the running loop's value now (the next `aget` makes a fresh one)."""
-        if self._guard is None or self._loop is None or self._loop() is not asyncio.get_running_loop():
-            return
-        guard, self._guard, self._value, self._loop = self._guard, None, None, None
-        await guard.aclose()
+        loop = asyncio.get_running_loop()
+        self._values.pop(loop, None)
+        guard = self._guards.pop(loop, None)
+        if guard is not None:
+            await guard.aclose()
 
 
 async def _closed_at_shutdown(close: Callable[[T], Awaitable[None]], value: T) -> AsyncGenerator[None, None]:
