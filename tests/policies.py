@@ -46,6 +46,20 @@ BILLING_WORDS = re.compile(
 NOT_BILLING = re.compile(r"battery charge|charging cable|free[- ]text|credits screen", re.IGNORECASE)
 
 
+def scripted(*turns: str, sub: str = "sub-answer") -> Any:
+    """A root that replays `turns` (the last one repeats; a forced final answer says "forced") and a
+    sub-model that always says `sub`."""
+
+    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
+        if not is_root(messages):
+            return sub
+        if is_forced_final(messages):
+            return "FINAL(forced)"
+        return turns[min(turn(messages), len(turns) - 1)]
+
+    return policy
+
+
 def classify_ticket(text: str) -> str:
     """The scripted sub-model: judges whether the ticket text it is given is about billing."""
     ticket = text.rsplit("Ticket:", 1)[-1]

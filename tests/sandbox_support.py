@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policies import is_forced_final, is_root, last_user, question, repl, turn
+from policies import is_forced_final, is_root, last_user, question, repl
 from rlmx import RLM, Limits, ModelOptions, RunResult, SandboxSettings
 from rlmx.testing import ScriptedServer
 
@@ -43,17 +43,6 @@ class Outcome:
     def continued(self) -> bool:
         """The run went on after the attack: the next cell ran in a working REPL."""
         return any(STILL_HERE in last_user(r.messages) for r in self.requests if is_root(r.messages))
-
-
-def scripted(*turns: str, sub: str = "sub-ok"):
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
-            return sub
-        if is_forced_final(messages):
-            return "FINAL(forced)"
-        return turns[min(turn(messages), len(turns) - 1)]
-
-    return policy
 
 
 def run_scripted(

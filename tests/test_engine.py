@@ -9,7 +9,7 @@ from typing import Any
 
 from examples.support_tickets.generate import QUESTION, generate
 
-from policies import is_forced_final, is_root, last_user, question, repl, tickets_policy, turn
+from policies import is_forced_final, is_root, last_user, question, repl, scripted, tickets_policy, turn
 from rlmx import RLM, HistorySettings, Limits, ModelOptions, SandboxSettings
 from rlmx.testing import ScriptedServer
 
@@ -21,19 +21,6 @@ def make_rlm(srv: ScriptedServer, **kw: Any) -> RLM:
 def records(path: str | None) -> list[dict[str, Any]]:
     assert path is not None
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
-
-
-def script(*turns: str, sub: str = "sub-answer"):
-    """A root that replays `turns` (the last one repeats) and a sub-model that always says `sub`."""
-
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
-            return sub
-        if is_forced_final(messages):
-            return "FINAL(forced)"
-        return turns[min(turn(messages), len(turns) - 1)]
-
-    return policy
 
 
 def test_tickets_example_is_answered_exactly() -> None:
@@ -50,7 +37,7 @@ def test_tickets_example_is_answered_exactly() -> None:
 
 
 def test_max_depth_0_refuses_sub_calls_in_the_repl() -> None:
-    policy = script(
+    policy = scripted(
         repl("try:\n    llm_query('hi')\nexcept Exception as exc:\n    print('refused:', exc)"),
         "FINAL(done)",
     )
@@ -64,7 +51,7 @@ def test_max_depth_0_refuses_sub_calls_in_the_repl() -> None:
 
 
 def test_max_depth_1_rlm_query_falls_back_to_a_plain_call_and_is_recorded() -> None:
-    policy = script(repl("r = rlm_query('summarise', context='some text')\nprint(r)"), "FINAL_VAR(r)")
+    policy = scripted(repl("r = rlm_query('summarise', context='some text')\nprint(r)"), "FINAL_VAR(r)")
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv, limits=Limits(max_depth=1)).run("q", "ctx")
         subs = [r for r in srv.requests if not is_root(r.messages)]
@@ -139,7 +126,7 @@ def test_max_llm_calls_never_exceeded_with_batched_children_and_final_is_made() 
 
 
 def test_budget_exhausted_raises_in_the_repl_for_a_single_call() -> None:
-    policy = script(
+    policy = scripted(
         repl(
             "try:\n    for i in range(10):\n        llm_query(str(i))\nexcept Exception as exc:\n    print(type(exc).__name__, exc)"
         ),
@@ -153,7 +140,7 @@ def test_budget_exhausted_raises_in_the_repl_for_a_single_call() -> None:
 
 
 def test_final_inside_a_string_or_prose_does_not_terminate() -> None:
-    policy = script(
+    policy = scripted(
         repl('s = "FINAL(42)"\nprint(s)\n# FINAL(43)') + "\nI will write FINAL(x) when done.\n",
         "FINAL(real answer)",
     )
@@ -164,7 +151,7 @@ def test_final_inside_a_string_or_prose_does_not_terminate() -> None:
 
 
 def test_final_line_after_code_runs_the_code_first() -> None:
-    policy = script(repl("total = sum(range(10))") + "\nFINAL_VAR(total)\n")
+    policy = scripted(repl("total = sum(range(10))") + "\nFINAL_VAR(total)\n")
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv).run("q", "ctx")
     assert result.answer == 45 and result.iterations == 1
@@ -184,7 +171,7 @@ def test_code_errors_go_back_to_the_model_and_the_run_goes_on() -> None:
 
 
 def test_a_final_after_failing_code_is_not_accepted() -> None:
-    policy = script(repl("y = undefined_name") + "\nFINAL_VAR(y)\n", "FINAL(second try)")
+    policy = scripted(repl("y = undefined_name") + "\nFINAL_VAR(y)\n", "FINAL(second try)")
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv).run("q", "ctx")
         feedback = last_user(srv.requests[1].messages)
@@ -193,7 +180,7 @@ def test_a_final_after_failing_code_is_not_accepted() -> None:
 
 
 def test_long_output_is_truncated_with_a_marker() -> None:
-    policy = script(repl("print('H' * 30000 + 'T' * 20000)"), "FINAL(ok)")
+    policy = scripted(repl("print('H' * 30000 + 'T' * 20000)"), "FINAL(ok)")
     with ScriptedServer(policy) as srv:
         make_rlm(srv).run("q", "ctx")
         out = last_user(srv.requests[1].messages)
@@ -203,7 +190,7 @@ def test_long_output_is_truncated_with_a_marker() -> None:
 
 
 def test_output_limit_is_configurable() -> None:
-    policy = script(repl("print('x' * 5000)"), "FINAL(ok)")
+    policy = scripted(repl("print('x' * 5000)"), "FINAL(ok)")
     with ScriptedServer(policy) as srv:
         make_rlm(srv, sandbox=SandboxSettings(output_chars=1000)).run("q", "ctx")
         out = last_user(srv.requests[1].messages)
@@ -238,7 +225,7 @@ def test_history_is_compacted_on_a_long_run_and_the_repl_keeps_everything() -> N
 
 
 def trace_size(context: str) -> int:
-    policy = script(
+    policy = scripted(
         repl("print(len(context))\nprint(peek(0, 100))"),
         repl("hits = grep('needle')\nprint(hits)"),
         "FINAL(done)",
@@ -272,7 +259,7 @@ def test_cell_timeout_restarts_the_repl_and_the_run_goes_on() -> None:
 
 
 def test_a_cell_that_kills_its_worker_is_recovered() -> None:
-    policy = script(repl("import os\nos._exit(3)"), repl("print(len(context))"), "FINAL(ok)")
+    policy = scripted(repl("import os\nos._exit(3)"), repl("print(len(context))"), "FINAL(ok)")
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv).run("q", "abcd")
         assert "REPL process died" in last_user(srv.requests[1].messages)
@@ -281,7 +268,7 @@ def test_a_cell_that_kills_its_worker_is_recovered() -> None:
 
 
 def test_max_iterations_forces_a_final_answer() -> None:
-    policy = script(repl("print(1)"))
+    policy = scripted(repl("print(1)"))
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv, limits=Limits(max_iterations=3)).run("q", "ctx")
         assert len(srv.requests) == 4
@@ -289,7 +276,7 @@ def test_max_iterations_forces_a_final_answer() -> None:
 
 
 def test_total_timeout_stops_the_run_with_a_final_answer() -> None:
-    policy = script(repl("import time\nwhile True:\n    time.sleep(0.05)"))
+    policy = scripted(repl("import time\nwhile True:\n    time.sleep(0.05)"))
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv, limits=Limits(timeout_s=1.5)).run("q", "ctx")
     assert result.stopped_by == "timeout" and result.answer == "forced"
@@ -299,7 +286,7 @@ def test_total_timeout_stops_the_run_with_a_final_answer() -> None:
 def test_provider_failure_is_loud_not_an_answer() -> None:
     from rlmx.testing import Fault
 
-    with ScriptedServer(script("FINAL(x)"), faults=lambda req: Fault.status(401, message="bad key")) as srv:
+    with ScriptedServer(scripted("FINAL(x)"), faults=lambda req: Fault.status(401, message="bad key")) as srv:
         result = make_rlm(srv).run("q", "ctx")
     assert result.stopped_by == "error" and result.answer is None
     assert result.error is not None and "401" in result.error

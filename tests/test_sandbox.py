@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from policies import is_root, last_user, question, repl, turn
+from policies import is_root, last_user, question, repl, scripted, turn
 from rlmx import Limits, SandboxSettings
 from rlmx.sandbox.base import ContextPayload
 from rlmx.sandbox.isolation import SIMULATE_ENV
@@ -21,7 +21,7 @@ from rlmx.sandbox.pool import worker_env
 from rlmx.sandbox.process import ProcessSandboxes
 from rlmx.sandbox.view import python_paths
 from rlmx.testing import ScriptedServer
-from sandbox_support import FOLLOW_UP, descendants, records, run_scripted, scripted, wait_no_descendants
+from sandbox_support import FOLLOW_UP, descendants, records, run_scripted, wait_no_descendants
 
 REPORT = r"""
 import json, os, resource
