@@ -6,7 +6,7 @@ With `"schedule": [1, 1, 1, 105, 1]` it replays a run's shape instead: the group
 group's requests at `concurrency` in flight, from a cold client (no warm-up), as a run starts; the time
 is from the first request to the last reply.
 
-Prints `RESULT {json}` with the wall time of the `n` requests (one warm-up request first).
+Prints `RESULT {json}` with the wall time of the `n` requests (one warm-up request first, not timed).
 """
 
 from __future__ import annotations
@@ -19,28 +19,9 @@ import time
 import openai
 
 
-async def fan_out(url: str, n: int, concurrency: int) -> float:
-    from rlmx.lm.openai_compat import http_client
-
-    client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, http_client=http_client())
-    semaphore = asyncio.Semaphore(concurrency)
-
-    async def one(prompt: str) -> str:
-        async with semaphore:
-            reply = await client.chat.completions.create(
-                model="scripted", messages=[{"role": "user", "content": prompt}]
-            )
-            return reply.choices[0].message.content or ""
-
-    await one("warm-up")
-    started = time.perf_counter()
-    await asyncio.gather(*(one(f"item {i}") for i in range(n)))
-    elapsed = time.perf_counter() - started
-    await client.close()
-    return elapsed
-
-
-async def schedule(url: str, groups: list[int], concurrency: int) -> float:
+async def send(url: str, groups: list[int], concurrency: int, *, warm_up: bool) -> float:
+    """Seconds from the first request of `groups` (in sequence, each at `concurrency` in flight) to the
+    last reply; with `warm_up`, one request first that is not timed."""
     from rlmx.lm.openai_compat import http_client
 
     client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, http_client=http_client())
@@ -52,6 +33,8 @@ async def schedule(url: str, groups: list[int], concurrency: int) -> float:
                 model="scripted", messages=[{"role": "user", "content": prompt}]
             )
 
+    if warm_up:
+        await one("warm-up")
     started = time.perf_counter()
     for g, size in enumerate(groups):
         await asyncio.gather(*(one(f"group {g} item {i}") for i in range(size)))
@@ -63,7 +46,7 @@ async def schedule(url: str, groups: list[int], concurrency: int) -> float:
 if __name__ == "__main__":
     spec = json.loads(sys.argv[1])
     if "schedule" in spec:
-        seconds = asyncio.run(schedule(spec["url"], spec["schedule"], spec["concurrency"]))
+        seconds = asyncio.run(send(spec["url"], spec["schedule"], spec["concurrency"], warm_up=False))
     else:
-        seconds = asyncio.run(fan_out(spec["url"], spec["n"], spec["concurrency"]))
+        seconds = asyncio.run(send(spec["url"], [spec["n"]], spec["concurrency"], warm_up=True))
     print("RESULT " + json.dumps({"call_s": seconds}), flush=True)
