@@ -195,3 +195,27 @@ def test_one_model_serves_runs_in_several_threads_each_loop_with_its_own_client(
             t.join()
     assert answers == ["fine"] * 6
     assert len(made) == 3 and all(c.is_closed() for c in made)  # one per loop, each closed as it ended
+
+
+def test_rlm_aclose_closes_the_clients_of_a_loop_the_caller_manages() -> None:
+    made: list[Any] = []
+
+    def factory(lm: OpenAICompatLM) -> Any:
+        made.append(_default_client(lm))
+        return made[-1]
+
+    with ScriptedServer(lambda m, r: "FINAL(ok)") as srv:
+        rlm = RLM(OpenAICompatLM("m", base_url=srv.url, client_factory=factory), trace=False)
+
+        async def run_and_close() -> Any:
+            result = await rlm.arun("q", "ctx")
+            assert made and not made[0].is_closed()  # still open: a next run on this loop reuses it
+            await rlm.aclose()
+            return result.answer
+
+        loop = asyncio.new_event_loop()  # no asyncio.run: nothing closes the client but aclose()
+        try:
+            assert loop.run_until_complete(run_and_close()) == "ok"
+        finally:
+            loop.close()
+    assert len(made) == 1 and made[0].is_closed()
