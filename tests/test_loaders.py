@@ -327,3 +327,12 @@ def test_inline_values_and_pathlib(tmp_path: Path) -> None:
     assert Context.of([tmp_path / "x.txt"]).payload().kind == "files"
     same = Context.of("y")
     assert Context.of(same) is same
+
+
+def test_size_summary_gives_min_median_p90_max() -> None:
+    from rlmx.context.metadata import size_summary
+
+    assert size_summary([]) == []
+    assert size_summary([5]) == [5, 5, 5, 5]
+    assert size_summary([4, 1, 3, 2]) == [1, 2, 4, 4]  # an even count: the lower-rounded mean of the middle two
+    assert size_summary(list(range(1, 12))) == [1, 6, 10, 11]

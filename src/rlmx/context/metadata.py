@@ -8,7 +8,6 @@ bounded: counts and a handful of paths, so the prompt is the same size for 8K an
 from __future__ import annotations
 
 import posixpath
-import statistics
 from collections import Counter
 from pathlib import PurePosixPath
 from typing import Any
@@ -30,8 +29,10 @@ def size_summary(values: list[int]) -> list[int]:
     if not values:
         return []
     ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, (len(ordered) * 9) // 10)]
-    return [ordered[0], int(statistics.median(ordered)), p90, ordered[-1]]
+    n = len(ordered)
+    median = (ordered[(n - 1) // 2] + ordered[n // 2]) // 2
+    p90 = ordered[min(n - 1, (n * 9) // 10)]
+    return [ordered[0], median, p90, ordered[-1]]
 
 
 def path_stats(paths: list[str]) -> dict[str, Any]:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlmx.context.formats import read_file
 from rlmx.context.metadata import stats_of, tally
-from rlmx.context.sources import Manifest
 from rlmx.sandbox.base import ContextPayload
+
+if TYPE_CHECKING:
+    from rlmx.context.sources import Manifest
 
 
 @dataclass
@@ -26,6 +27,8 @@ class LoadedContext:
 
 def load_manifest(manifest: Manifest) -> tuple[Any, list[tuple[str, str]], list[tuple[str, str]]]:
     """The value, the files left out and notes on files read: (value, [(name, reason)], [(name, note)])."""
+    from rlmx.context.formats import read_file  # here: a zygote holding a string need not import them
+
     skipped = list(manifest.skipped)
     notes: list[tuple[str, str]] = []
     if manifest.single:
@@ -60,6 +63,8 @@ def load_payload(payload: ContextPayload) -> LoadedContext:
     elif payload.kind == "inline-json":
         value = json.loads(payload.data())
     elif payload.kind == "files":
+        from rlmx.context.sources import Manifest
+
         value, skipped, notes = load_manifest(Manifest.from_json(json.loads(payload.data())))
     else:
         raise ValueError(f"unknown context payload kind {payload.kind!r}")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import resource
 import signal
 import sys
@@ -107,9 +106,9 @@ def pivot_root(new_root: str, put_old: str) -> None:
     if func is not None:
         _check(func(new_root.encode(), put_old.encode()), "pivot_root")
         return
-    number = _PIVOT_ROOT_NR.get(platform.machine())
+    number = _PIVOT_ROOT_NR.get(os.uname().machine)
     if number is None:
-        raise IsolationUnavailable(errno.ENOSYS, f"pivot_root is not known on {platform.machine()}")
+        raise IsolationUnavailable(errno.ENOSYS, f"pivot_root is not known on {os.uname().machine}")
     _check(_libc.syscall(ctypes.c_long(number), new_root.encode(), put_old.encode()), "pivot_root")
 
 

@@ -8,7 +8,6 @@ When the cache folder cannot be written (a locked-down sandbox), the index lives
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -53,6 +52,8 @@ class Hit:
 
 def text_key(text: str, *parts: object) -> str:
     """A content hash of the text plus the settings that shape an index built from it."""
+    import hashlib  # here: OpenSSL's bindings cost every REPL's start ~13 ms, and few runs search
+
     digest = hashlib.blake2b(digest_size=16)
     for start in range(0, len(text), 1 << 22):
         digest.update(text[start : start + (1 << 22)].encode("utf-8", "surrogatepass"))

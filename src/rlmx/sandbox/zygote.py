@@ -269,6 +269,10 @@ def main(argv: list[str] | None = None) -> None:
     }
     ctrl.sendall(wire.encode(ready))
     Zygote(ctrl, message, ids).serve()
+    # Its children are killed and nothing is left to flush but stderr: leaving without the interpreter's
+    # teardown (which frees the whole context object by object) ends the run ~30 ms sooner.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
