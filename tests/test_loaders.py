@@ -334,5 +334,6 @@ def test_size_summary_gives_min_median_p90_max() -> None:
 
     assert size_summary([]) == []
     assert size_summary([5]) == [5, 5, 5, 5]
-    assert size_summary([4, 1, 3, 2]) == [1, 2, 4, 4]  # an even count: the lower-rounded mean of the middle two
+    # an even count: the lower-rounded mean of the middle two
+    assert size_summary([4, 1, 3, 2]) == [1, 2, 4, 4]
     assert size_summary(list(range(1, 12))) == [1, 6, 10, 11]
