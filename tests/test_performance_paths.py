@@ -13,7 +13,7 @@ from typing import Any
 from policies import is_root, repl, turn
 from rlmx import RLM, ModelOptions
 from rlmx.lm.base import CallSettings
-from rlmx.lm.openai_compat import OpenAICompatLM, _default_client, shared_ssl_context
+from rlmx.lm.openai_compat import ClientShards, OpenAICompatLM, _default_client, shared_ssl_context
 from rlmx.sandbox.base import ContextPayload
 from rlmx.testing import ScriptedServer
 
@@ -219,3 +219,49 @@ def test_rlm_aclose_closes_the_clients_of_a_loop_the_caller_manages() -> None:
         finally:
             loop.close()
     assert len(made) == 1 and made[0].is_closed()
+
+
+def test_calls_spread_over_small_client_pools_and_one_at_a_time_stay_on_one() -> None:
+    """At most 16 calls per SDK client (its pool's cost per request grows with its connections), at
+    most ⌈concurrency / 16⌉ clients, each made only when the others are full, and a call made alone
+    always goes to the first (warm) one."""
+    made: list[Any] = []
+
+    def factory(lm: OpenAICompatLM) -> Any:
+        made.append(object())
+        return made[-1]
+
+    lm = OpenAICompatLM("m", base_url="http://127.0.0.1:9/v1", client_factory=factory)
+
+    async def scenario() -> tuple[list[int], list[int], int, int]:
+        shards = ClientShards(lm, concurrency=40)  # room for 3 clients
+        taken = [shards.take() for _ in range(48)]
+        full = list(shards.busy)
+        beyond = shards.take()  # no fourth client: the least busy (the first on a tie) takes it
+        for index in [*taken, beyond]:
+            shards.busy[index] -= 1
+        return taken, full, beyond, shards.take()
+
+    taken, full, beyond, alone = asyncio.run(scenario())
+    assert taken == [0] * 16 + [1] * 16 + [2] * 16 and full == [16, 16, 16]
+    assert len(made) == 3 and beyond == 0
+    assert alone == 0  # idle again: a call alone goes to the first client
+
+
+def test_a_wide_batch_uses_several_clients_and_all_are_closed() -> None:
+    made: list[Any] = []
+
+    def factory(lm: OpenAICompatLM) -> Any:
+        made.append(_default_client(lm))
+        return made[-1]
+
+    with ScriptedServer(lambda m, r: "fine", latency=0.3) as srv:
+        lm = OpenAICompatLM("m", base_url=srv.url, concurrency=64, client_factory=factory)
+        messages = [{"role": "user", "content": "q"}]
+
+        async def batch() -> list[str]:
+            replies = await asyncio.gather(*(lm.complete(messages, CallSettings()) for _ in range(40)))
+            return [r.text for r in replies]
+
+        assert asyncio.run(batch()) == ["fine"] * 40
+    assert 1 <= len(made) <= 4 and all(c.is_closed() for c in made)
