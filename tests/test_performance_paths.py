@@ -265,3 +265,17 @@ def test_a_wide_batch_uses_several_clients_and_all_are_closed() -> None:
 
         assert asyncio.run(batch()) == ["fine"] * 40
     assert 1 <= len(made) <= 4 and all(c.is_closed() for c in made)
+
+
+def test_the_sdk_s_platform_header_is_worked_out_once_not_on_each_client_s_first_request() -> None:
+    from openai._base_client import get_platform
+
+    from rlmx.lm.openai_compat import sdk_platform
+
+    with ScriptedServer(lambda m, r: "fine") as srv:
+        lm = OpenAICompatLM("m", base_url=srv.url)
+        client = lm._client_factory(lm)
+        assert client._platform is sdk_platform()  # given before any request: no thread hop for it
+        asyncio.run(lm.complete([{"role": "user", "content": "q"}], CallSettings()))
+        (request,) = srv.requests
+    assert request.headers["x-stainless-os"] == str(get_platform())  # the header the SDK would send

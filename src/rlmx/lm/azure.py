@@ -13,7 +13,7 @@ import os
 import openai
 
 from rlmx.errors import ConfigError
-from rlmx.lm.openai_compat import OpenAICompatLM, http_client
+from rlmx.lm.openai_compat import OpenAICompatLM, http_client, with_known_platform
 from rlmx.lm.registry import ModelOptions
 
 KEY_ENV = "AZURE_OPENAI_API_KEY"
@@ -38,13 +38,15 @@ def azure_model(deployment: str, options: ModelOptions) -> OpenAICompatLM:
     )
 
     def client(lm: OpenAICompatLM) -> openai.AsyncOpenAI:
-        return openai.AsyncAzureOpenAI(
-            azure_endpoint=endpoint,
-            api_key=api_key,
-            api_version=version,
-            max_retries=0,
-            timeout=lm.timeout_s,
-            http_client=http_client(),  # the process's one TLS context, as for the other providers
+        return with_known_platform(
+            openai.AsyncAzureOpenAI(
+                azure_endpoint=endpoint,
+                api_key=api_key,
+                api_version=version,
+                max_retries=0,
+                timeout=lm.timeout_s,
+                http_client=http_client(),  # the process's one TLS context, as for the other providers
+            )
         )
 
     return OpenAICompatLM(

@@ -103,6 +103,7 @@ class OpenAICompatLM:
         if client_factory is None:
             shared_ssl_context()  # built here, once per process, rather than inside the first run
             warm_http_backend()
+            sdk_platform()
         self._per_loop = PerLoop(lambda: ClientShards(self, self.concurrency), ClientShards.aclose)
 
     def __repr__(self) -> str:
@@ -208,7 +209,7 @@ def reply_text(reply: Any) -> str:
 
 
 def _default_client(lm: OpenAICompatLM) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
+    client = openai.AsyncOpenAI(
         api_key=lm.api_key,
         base_url=lm.base_url,
         max_retries=0,
@@ -216,6 +217,24 @@ def _default_client(lm: OpenAICompatLM) -> openai.AsyncOpenAI:
         default_headers=lm.default_headers,
         http_client=http_client(),
     )
+    return with_known_platform(client)
+
+
+def with_known_platform(client: openai.AsyncOpenAI) -> openai.AsyncOpenAI:
+    """The SDK works out the OS it names in its `X-Stainless-OS` header on each client's first request,
+    in a worker thread: ~4 ms and a thread hop in a run's first model call, and again for each client a
+    wide batch adds. It is the same for every client of the process, so it is worked out once
+    (`sdk_platform`) and given to each client; an SDK without the attribute is left to do it itself."""
+    if getattr(client, "_platform", False) is None:
+        client._platform = sdk_platform()
+    return client
+
+
+@functools.cache
+def sdk_platform() -> Any:
+    from openai._base_client import get_platform
+
+    return get_platform()
 
 
 def http_client() -> Any:
