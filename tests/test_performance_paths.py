@@ -7,13 +7,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import ssl
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from policies import is_root, repl, turn
 from rlmx import RLM, ModelOptions
 from rlmx.lm.base import CallSettings
-from rlmx.lm.openai_compat import ClientShards, OpenAICompatLM, _default_client, shared_ssl_context
+from rlmx.lm.openai_compat import (
+    PROXY_ENVS,
+    ClientShards,
+    OpenAICompatLM,
+    _default_client,
+    no_tls_expected_context,
+    shared_ssl_context,
+)
 from rlmx.sandbox.base import ContextPayload
 from rlmx.testing import ScriptedServer
 
@@ -35,12 +45,29 @@ def test_a_model_request_carries_exactly_the_body_and_auth_it_should() -> None:
     }
 
 
-def test_every_client_shares_one_tls_context() -> None:
-    a = OpenAICompatLM("a", base_url="http://127.0.0.1:9/v1")
-    b = OpenAICompatLM("b", base_url="http://127.0.0.1:9/v1")
+def test_every_client_shares_one_tls_context_and_plain_http_loads_no_ca_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in PROXY_ENVS:
+        monkeypatch.delenv(name, raising=False)
+    a = OpenAICompatLM("a", base_url="https://127.0.0.1:9/v1")
+    b = OpenAICompatLM("b", base_url="https://localhost:9/v1")
+    local = OpenAICompatLM("c", base_url="http://127.0.0.1:9/v1")
     assert shared_ssl_context() is shared_ssl_context()
-    assert a._client_factory(a)._client._transport._pool._ssl_context is shared_ssl_context()  # type: ignore[attr-defined]
-    assert b._client_factory(b)._client._transport._pool._ssl_context is shared_ssl_context()  # type: ignore[attr-defined]
+    for lm in (a, b):
+        assert _pool_of(lm)._ssl_context is shared_ssl_context()
+    plain = _pool_of(local)._ssl_context
+    assert plain is no_tls_expected_context() and plain is not shared_ssl_context()
+    assert plain.verify_mode == ssl.CERT_REQUIRED and plain.check_hostname  # TLS there fails, never passes
+    assert plain.get_ca_certs() == [] and shared_ssl_context().get_ca_certs()
+    monkeypatch.setenv("HTTP_PROXY", "https://proxy.example:3128")  # TLS to a proxy: the real CA store
+    assert (
+        _pool_of(OpenAICompatLM("d", base_url="http://127.0.0.2:9/v1"))._ssl_context is shared_ssl_context()
+    )
+
+
+def _pool_of(lm: OpenAICompatLM) -> Any:
+    return lm._client_factory(lm)._client._transport._pool  # type: ignore[attr-defined]
 
 
 def test_clients_are_closed_in_their_own_loop() -> None:

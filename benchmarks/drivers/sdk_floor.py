@@ -24,7 +24,7 @@ async def send(url: str, groups: list[int], concurrency: int, *, warm_up: bool) 
     last reply; with `warm_up`, one request first that is not timed."""
     from rlmx.lm.openai_compat import http_client
 
-    client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, http_client=http_client())
+    client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, http_client=http_client(url))
     semaphore = asyncio.Semaphore(concurrency)
 
     async def one(prompt: str) -> None:

@@ -45,7 +45,7 @@ def azure_model(deployment: str, options: ModelOptions) -> OpenAICompatLM:
                 api_version=version,
                 max_retries=0,
                 timeout=lm.timeout_s,
-                http_client=http_client(),  # the process's one TLS context, as for the other providers
+                http_client=http_client(endpoint),  # TLS context chosen as for the other providers
             )
         )
 

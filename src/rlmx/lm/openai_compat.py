@@ -101,7 +101,7 @@ class OpenAICompatLM:
         self.limiter = limiter
         self._client_factory = client_factory or _default_client
         if client_factory is None:
-            shared_ssl_context()  # built here, once per process, rather than inside the first run
+            tls_context_for(base_url)  # built here, once per process, rather than inside the first run
             warm_http_backend()
             sdk_platform()
         self._per_loop = PerLoop(lambda: ClientShards(self, self.concurrency), ClientShards.aclose)
@@ -215,7 +215,7 @@ def _default_client(lm: OpenAICompatLM) -> openai.AsyncOpenAI:
         max_retries=0,
         timeout=lm.timeout_s,
         default_headers=lm.default_headers,
-        http_client=http_client(),
+        http_client=http_client(lm.base_url),
     )
     return with_known_platform(client)
 
@@ -237,15 +237,34 @@ def sdk_platform() -> Any:
     return get_platform()
 
 
-def http_client() -> Any:
-    """The SDK's default async HTTP client, with the process's one TLS context."""
-    return openai.DefaultAsyncHttpxClient(verify=shared_ssl_context())
+def http_client(base_url: str | None = None) -> Any:
+    """The SDK's default async HTTP client, with the TLS context for `base_url` (`tls_context_for`)."""
+    return openai.DefaultAsyncHttpxClient(verify=tls_context_for(base_url))
+
+
+def tls_context_for(base_url: str | None) -> ssl.SSLContext:
+    """The process's one TLS context; for a plain-http endpoint reached without a proxy (a local
+    server), one that trusts no certificate at all, since no TLS is expected there: loading the CA
+    store costs ~55 ms a process. Should a redirect lead such a client to https anyway, certificate
+    verification fails loudly instead of passing unchecked."""
+    plain = base_url is not None and urlparse(base_url).scheme == "http"
+    if plain and not any(os.environ.get(name) for name in PROXY_ENVS):
+        return no_tls_expected_context()
+    return shared_ssl_context()
+
+
+PROXY_ENVS = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+@functools.cache
+def no_tls_expected_context() -> ssl.SSLContext:
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies certificates and hostnames, trusts none
 
 
 @functools.cache
 def shared_ssl_context() -> ssl.SSLContext:
     """The HTTP library's default TLS context, built once per process: building one loads the CA store
-    (~18 ms), and a client is made per event loop, so per `RLM.run()`."""
+    (~55 ms), and a client is made per event loop, so per `RLM.run()`."""
     try:
         import httpx2 as http_library  # what openai>=3 runs on
     except ImportError:
