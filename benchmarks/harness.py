@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.measure import (  # noqa: E402
     batches,
+    compile_like_an_install,
     floor_s,
     load_note,
     median,
@@ -375,6 +376,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     names = [n for n in args.only.split(",") if n]
     ctx = Contexts()
+    compile_like_an_install()
     print(f"# rlmx harness benchmarks ({load_note()})", flush=True)
     figures = measure(RLMX, ctx, names, args.repeats, lambda s: print(s, flush=True))
     print(f"\nMedians of {args.repeats}; {load_note()} at the end.\n")

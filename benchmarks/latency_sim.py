@@ -24,7 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.harness import RLMX, Contexts, Framework, _tickets_question  # noqa: E402
-from benchmarks.measure import list_schedule_s, load_note, median, run_driver  # noqa: E402
+from benchmarks.measure import (  # noqa: E402
+    compile_like_an_install,
+    list_schedule_s,
+    load_note,
+    median,
+    run_driver,
+)
 from benchmarks.serve import Served, ServerProcess  # noqa: E402
 
 TICKETS = 50_000  # ~1,000 tickets of the three users
@@ -80,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
 
         frameworks += [fw for fw in peers() if fw.key in args.peers.split(",") and not fw.unavailable]
     ctx = Contexts()
+    compile_like_an_install()
     print(f"# latency simulation, latencies x{args.scale} ({load_note()})", flush=True)
     rows = []
     for fw in frameworks:

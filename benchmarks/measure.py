@@ -186,3 +186,12 @@ def median(values: Sequence[float]) -> float:
 def load_note() -> str:
     one, five, _ = os.getloadavg()
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
+
+
+def compile_like_an_install() -> None:
+    """Write rlmx's bytecode before measuring, as `pip install` does for the peers' packages. A checkout
+    installed in editable mode under PYTHONDONTWRITEBYTECODE=1 (this machine's default) would otherwise
+    compile every rlmx module from source in each driver, zygote and worker process it starts."""
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "src" / "rlmx"), quiet=1)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.harness import RLMX, SCENARIOS, Contexts, Framework, measure, table  # noqa: E402
-from benchmarks.measure import load_note  # noqa: E402
+from benchmarks.measure import compile_like_an_install, load_note  # noqa: E402
 from benchmarks.peers.setup import python_of, ready  # noqa: E402
 
 PEERS_DIR = Path(__file__).resolve().parent
@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     names = [n for n in args.only.split(",") if n]
     chosen = [fw for fw in peers() if fw.key in args.peers.split(",")]
     ctx = Contexts()
+    compile_like_an_install()
     print(f"# rlmx vs peers ({load_note()})", flush=True)
     columns = []
     for fw in [RLMX, *chosen]:
