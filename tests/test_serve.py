@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -220,3 +221,30 @@ def test_unknown_model_and_bad_requests(serve: ServeProcess) -> None:
         client(serve).chat.completions.create(
             model="rlmx/scripted", messages=[{"role": "system", "content": "x"}]
         )
+
+
+def test_connections_to_the_bound_socket_get_tcp_nodelay() -> None:
+    """asyncio sets TCP_NODELAY on a server's connections only when the listening socket names
+    IPPROTO_TCP; without it each reply on a kept-alive connection waited ~40 ms (Nagle + delayed ACK)."""
+    import socket
+
+    from rlmx.serve.server import bind
+
+    async def accepted_nodelay() -> int:
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            seen.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        listener = bind("127.0.0.1", 0)
+        server = await asyncio.start_server(on_connect, sock=listener)
+        _, writer = await asyncio.open_connection(*listener.getsockname())
+        value = await asyncio.wait_for(seen, 10)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return value
+
+    assert asyncio.run(accepted_nodelay()) == 1
