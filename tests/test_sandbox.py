@@ -505,3 +505,29 @@ def test_the_zygote_s_reaper_survives_a_nested_sigchld() -> None:
     out = subprocess.run([sys.executable, "-c", REAP_NESTED], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["reaped", "none", "[]", "1"]
+
+
+@pytest.mark.timeout(60)
+def test_a_run_that_needs_no_repl_does_not_wait_for_its_start_and_leaves_nothing_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FINAL on the first turn: the REPL's start (here: a zygote that never gets its setup) is stopped
+    rather than waited for, and its zygote is killed, not left to finish starting."""
+    import rlmx.sandbox.pool as pool
+
+    async def never_sent(*args: Any, **kwargs: Any) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(pool, "send_frame", never_sent)
+    started: list[int] = []
+    real_start = pool.WorkerPool._start
+
+    async def start(self: pool.WorkerPool) -> None:
+        started.append(1)
+        await real_start(self)
+
+    monkeypatch.setattr(pool.WorkerPool, "_start", start)
+    outcome = run_scripted(scripted("FINAL(done)"))
+    assert outcome.result.answer == "done" and outcome.result.stopped_by == "final"
+    assert started == [1]  # the zygote was started, and never finished starting
+    assert wait_no_descendants(os.getpid()) == set()

@@ -101,7 +101,9 @@ class Node:
             raise
         finally:
             self.sandbox_alive = False
-            if self.starting is not None:  # never needed (e.g. FINAL on the first turn): let it finish
+            if self.starting is not None:
+                if not self.starting.done():  # never needed (e.g. FINAL on the first turn): stop it;
+                    self.starting.cancel()  # what it made so far goes with the sandbox and the pool
                 await asyncio.wait([self.starting])
                 if not self.starting.cancelled() and self.starting.exception() is not None:
                     self.emit("error", message=f"REPL start: {self.starting.exception()}", recoverable=True)

@@ -108,6 +108,8 @@ class WorkerPool:
         self.next_id = 0
         self.isolation: dict[str, Any] = {}
         self.starts = 0
+        self.serving = False  # the zygote said READY: it reads requests (SHUTDOWN among them) now
+        self.spawning: set[asyncio.Future[tuple[WorkerHandle, bool]]] = set()
 
     # --- the zygote ---------------------------------------------------------------------------------
     async def _start(self) -> None:
@@ -177,6 +179,7 @@ class WorkerPool:
             await self._stop()
             raise ProtocolViolation(f"the sandbox's zygote answered setup with {str(reply)[:200]}")
         self.isolation = dict(reply.get("isolation") or {})
+        self.serving = True
 
     def stderr_tail(self) -> str:
         if self.errlog is None:
@@ -212,11 +215,16 @@ class WorkerPool:
 
     async def _stop(self) -> None:
         if self.sock is not None:
-            with contextlib.suppress(OSError):
-                self.sock.sendall(wire.encode({"type": wire.SHUTDOWN}))
+            if self.serving:
+                with contextlib.suppress(OSError):
+                    self.sock.sendall(wire.encode({"type": wire.SHUTDOWN}))
             self.sock.close()
             self.sock = None
         if self.proc is not None:
+            if not self.serving and self.proc.returncode is None:
+                # still starting: it reads no request before it is ready, so it is not asked to leave
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)  # its session: the zygote goes with it
             if self.proc.returncode is None:
                 try:
                     await asyncio.wait_for(self.proc.wait(), 2.0)
@@ -225,6 +233,7 @@ class WorkerPool:
                         os.killpg(self.proc.pid, signal.SIGKILL)
                     await self.proc.wait()
             self.proc = None
+        self.serving = False
 
     # --- workers ------------------------------------------------------------------------------------
     async def spawn(self, payload: ContextPayload) -> tuple[WorkerHandle, bool]:
@@ -233,6 +242,8 @@ class WorkerPool:
         A caller cancelled meanwhile does not break the exchange with the zygote (which other REPLs of
         the run share): the request completes and the worker it made is killed."""
         task = asyncio.ensure_future(self._spawn_locked(payload))
+        self.spawning.add(task)
+        task.add_done_callback(self.spawning.discard)
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -274,6 +285,11 @@ class WorkerPool:
         )
 
     async def close(self) -> None:
+        """Stop the zygote and with it every worker. A spawn still under way (a REPL whose run ended
+        before it started, e.g. with FINAL on the first turn) is cancelled: nobody will use it, and a
+        zygote that is still starting is killed rather than waited for."""
+        for task in list(self.spawning):
+            task.cancel()
         async with self.lock:
             await self._stop()
         if self.errlog is not None:
