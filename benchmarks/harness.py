@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.measure import (  # noqa: E402
+    batch_start_ms,
     batches,
     compile_like_an_install,
     floor_s,
@@ -33,7 +34,7 @@ from benchmarks.measure import (  # noqa: E402
     shape,
     sub_span_s,
 )
-from benchmarks.serve import Served, ServerProcess  # noqa: E402
+from benchmarks.serve import ServerProcess  # noqa: E402
 
 CONTEXT_MB = 40
 TURNS = 20
@@ -168,15 +169,6 @@ def trace_beyond_excerpts(path: Path) -> int:
                 size -= len(json.dumps(record[key], ensure_ascii=False).encode())
         total += size
     return total
-
-
-def batch_start_ms(requests: list[Served]) -> float | None:
-    """From the root reply that asked for the batch to the first sub-call received, at the server."""
-    subs = [r.t_received for r in requests if not r.root]
-    if not subs:
-        return None
-    replies = [r.t_replied for r in requests if r.root and r.t_replied <= min(subs)]
-    return (min(subs) - max(replies)) * 1000 if replies else None
 
 
 def scenario_fanout(fw: Framework, ctx: Contexts) -> dict[str, Any]:

@@ -151,6 +151,15 @@ def batches(requests: list[Served]) -> list[int]:
     return sizes
 
 
+def batch_start_ms(requests: list[Served]) -> float | None:
+    """From the root reply that asked for the batch to the first sub-call received, at the server."""
+    subs = [r.t_received for r in requests if not r.root]
+    if not subs:
+        return None
+    replies = [r.t_replied for r in requests if r.root and r.t_replied <= min(subs)]
+    return (min(subs) - max(replies)) * 1000 if replies else None
+
+
 def shape(requests: list[Served]) -> list[int]:
     """The run as groups in time order: 1 for each root turn, n for the n sub-calls between two."""
     groups: list[int] = []

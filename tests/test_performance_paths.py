@@ -266,7 +266,7 @@ def test_calls_spread_over_small_client_pools_and_one_at_a_time_stay_on_one() ->
         full = list(shards.busy)
         beyond = shards.take()  # no fourth client: the least busy (the first on a tie) takes it
         for index in [*taken, beyond]:
-            shards.busy[index] -= 1
+            shards.give_back(index)
         return taken, full, beyond, shards.take()
 
     taken, full, beyond, alone = asyncio.run(scenario())
@@ -275,7 +275,7 @@ def test_calls_spread_over_small_client_pools_and_one_at_a_time_stay_on_one() ->
     assert alone == 0  # idle again: a call alone goes to the first client
 
 
-def test_a_wide_batch_uses_several_clients_and_all_are_closed() -> None:
+def test_a_wide_batch_stays_within_its_clients_and_all_are_closed() -> None:
     made: list[Any] = []
 
     def factory(lm: OpenAICompatLM) -> Any:

@@ -1,5 +1,5 @@
 """Driver: the SDK floor -- `n` requests sent by a bare `openai.AsyncOpenAI` client at `concurrency`
-in flight, no harness. Same SDK with the same HTTP client settings as rlmx's (`http_client()`), same
+in flight, no harness. Same SDK with the same HTTP client settings as rlmx's (`http_client(url)`), same
 server, same prompts as the harness's fan-out.
 
 With `"schedule": [1, 1, 1, 105, 1]` it replays a run's shape instead: the groups in sequence, each

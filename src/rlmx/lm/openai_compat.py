@@ -115,7 +115,7 @@ class OpenAICompatLM:
         return f"{self.name}@{self.base_url or 'default'}"
 
     async def aclose(self) -> None:
-        """Close this event loop's client and its connections now. Optional: a loop that ends through
+        """Close this event loop's clients and their connections now. Optional: a loop that ends through
         `asyncio.run` closes them itself."""
         await self._per_loop.aclose()
 
@@ -128,7 +128,7 @@ class OpenAICompatLM:
             try:
                 return await self._once(shards.clients[index], messages, settings)
             finally:
-                shards.busy[index] -= 1
+                shards.give_back(index)
 
         return await call_with_retries(
             self.name,
@@ -190,6 +190,10 @@ class ClientShards:
             index = len(self.clients) - 1
         self.busy[index] += 1
         return index
+
+    def give_back(self, index: int) -> None:
+        """The call that took client `index` is over."""
+        self.busy[index] -= 1
 
     async def aclose(self) -> None:
         for client in self.clients:
