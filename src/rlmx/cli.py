@@ -43,6 +43,13 @@ def ask(
     exclude: Annotated[
         list[str], typer.Option(help="Leave out files and folders matching this glob; repeatable.")
     ] = [],  # noqa: B006
+    allow_empty_context: Annotated[
+        bool,
+        typer.Option(
+            "--allow-empty-context",
+            help="Run even when the given context holds no usable text (binary or empty files, no match).",
+        ),
+    ] = False,
     no_gitignore: Annotated[
         bool, typer.Option("--no-gitignore", help="Read files that .gitignore files exclude.")
     ] = False,

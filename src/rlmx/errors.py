@@ -11,6 +11,11 @@ class ConfigError(RLMError):
     """Bad usage or configuration (unknown provider, missing key, bad file). CLI exit code 2."""
 
 
+class EmptyContext(ConfigError):
+    """A context was given but holds no usable text (binary or empty files, nothing matched, empty
+    stdin). Refused before any model call unless `allow_empty_context` / `--allow-empty-context`."""
+
+
 class ModelError(RLMError):
     """A model call failed for good (after its retries)."""
 
