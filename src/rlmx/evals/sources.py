@@ -32,14 +32,20 @@ class Glosses:
     source: str
 
 
+TEMPLATED_SOURCE = "fallback: templated definitions built in rlmx (no licence needed)"
+
+
+def templated_glosses() -> Glosses:
+    """The templated definitions built in rlmx: the fallback of WordNet, and a variant of its own."""
+    return Glosses(fallback_glosses(), TEMPLATED_SOURCE)
+
+
 @cache
 def wordnet_glosses() -> Glosses:
     """Noun glosses of six WordNet categories, or templated fallback definitions when WordNet is absent."""
     path = WORDNET_DIR / "data.noun"
     if not path.is_file():
-        return Glosses(
-            fallback_glosses(), "fallback: templated definitions built in rlmx (no licence needed)"
-        )
+        return templated_glosses()
     by_label: dict[str, set[str]] = {label: set() for label in LEXNAMES.values()}
     with path.open(encoding="utf-8", errors="replace") as handle:
         for line in handle:
