@@ -4,8 +4,10 @@
     Context.from_paths(["logs/", "notes.md"], include=["*.log", "*.md"])
     Context.from_paths(["tickets.jsonl"])            # one JSONL/CSV file: a list of records
 
-A value in memory is encoded once for the worker. Files are only listed here (names and sizes, no
-contents); the REPL worker reads them itself, once, so a 40 MB folder is never copied through the host.
+A value in memory is encoded once for the worker. Files are only listed here (names, sizes and a sniff
+of their first KiB to leave out binary and empty ones); the REPL worker reads them itself, once, so a
+40 MB folder is never copied through the host. `check_usable()` refuses a context that holds nothing to
+work on before any model call; `skipped_summary()` is the line that tells the user what was left out.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from collections.abc import Sequence
 from pathlib import PurePath
 from typing import IO, Any
 
+from rlmx.context import usable
 from rlmx.context.metadata import path_stats, render, size_summary, stats_of, tally
 from rlmx.context.prefilter import Prefilter
 from rlmx.context.sources import LoadOptions, Manifest, scan
+from rlmx.errors import EmptyContext
 from rlmx.sandbox.base import ContextPayload
 
 PathLike = str | os.PathLike[str]
@@ -28,11 +32,18 @@ PathLike = str | os.PathLike[str]
 class Context:
     """A context value, or the files to read it from. Build with `Context.of` or `Context.from_paths`."""
 
-    def __init__(self, value: Any = None, *, manifest: Manifest | None = None) -> None:
+    def __init__(
+        self,
+        value: Any = None,
+        *,
+        manifest: Manifest | None = None,
+        given: Sequence[str] | None = None,
+    ) -> None:
         if isinstance(value, Context):
             raise TypeError("Context(Context(...)): use Context.of(), which passes a Context through")
         self._value = value
         self.manifest = manifest
+        self.given = None if given is None else tuple(given)  # the paths it came from, for messages
 
     @classmethod
     def of(cls, value: Any) -> Context:
@@ -43,6 +54,12 @@ class Context:
             return cls.from_paths([value])
         if isinstance(value, (list, tuple)) and value and all(isinstance(v, PurePath) for v in value):
             return cls.from_paths(list(value))
+        if isinstance(value, (bytes, bytearray)):
+            from rlmx.context.decode import decode_bytes
+
+            text = decode_bytes(bytes(value)).text  # bytes of text are that text; others stay (unusable)
+            if text is not None:
+                return cls(text)
         return cls(value)
 
     @classmethod
@@ -59,13 +76,14 @@ class Context:
         """Files, folders (recursive) and "-" (standard input). One file gives its value: text, or
         records for JSONL/CSV, or the parsed JSON; anything else gives a list of {"path", "text"} documents."""
         specs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+        given = [os.fspath(spec) for spec in specs]
         if not specs:
-            return cls(None)
+            return cls(None, given=given)
         options = LoadOptions(tuple(include), tuple(exclude), gitignore, hidden)
         manifest = scan(specs, options, stdin)
         if not manifest.files and len(manifest.inline) == 1 and len(specs) == 1:
-            return cls(manifest.inline[0]["text"])  # stdin or a pipe alone: its text
-        return cls(manifest=manifest)
+            return cls(manifest.inline[0]["text"], given=given)  # stdin or a pipe alone: its text
+        return cls(manifest=manifest, given=given)
 
     @property
     def is_files(self) -> bool:
@@ -84,9 +102,14 @@ class Context:
         if self.manifest is None:
             return stats_of(self._value)
         m = self.manifest
-        if m.single:
+        stats: dict[str, Any]
+        if m.single and not m.files:  # the one input given was left out: "" (empty) or None
+            from rlmx.context.payload import empty_value
+
+            stats = stats_of(m.inline[0]["text"] if m.inline else empty_value(m.skipped))
+        elif m.single:
             entry = m.files[0]
-            stats: dict[str, Any] = {"kind": "str", "chars": entry.size, "estimated": True}
+            stats = {"kind": "str", "chars": entry.size, "estimated": True}
             if entry.fmt in ("jsonl", "csv", "json"):
                 stats = {"kind": "other", "type_name": f"value read from {entry.name} ({entry.fmt})"}
         else:
@@ -109,6 +132,36 @@ class Context:
     def describe(self, note: str | None = None) -> str:
         """The metadata lines for the root prompt (for files: from the scan, until the worker has loaded)."""
         return render(self.stats(), note=note)
+
+    def check_usable(self) -> None:
+        """Raise `EmptyContext` (one line: what was given, what was skipped and why, how to proceed) when
+        this context holds no usable text: every file skipped or none found, an empty or binary file or
+        standard input, an empty or whitespace-only str, an empty list or dict, bytes that are not text.
+        Cheap: it looks at the scan (names, sizes, first KiB) or the value, never reads whole files.
+        `Context(None)` (no context at all) passes; `Context.from_paths([])` does not."""
+        if self.manifest is not None:
+            problem = usable.files_problem(self.given or (), self.manifest)
+        elif self.given == ():  # Context.from_paths([])
+            problem = usable.files_problem((), Manifest())
+        else:
+            origin = usable.given_text(self.given) if self.given else None
+            problem = usable.value_problem(self._value, origin)
+        if problem is not None:
+            raise EmptyContext(problem)
+
+    def check_loaded(self, stats: dict[str, Any]) -> None:
+        """Raise `EmptyContext` when the worker's measure of the loaded context (`LoadedContext.stats`, the
+        READY frame's figures) shows it holds nothing: files the scan could not judge from their first
+        KiB (a PDF without a text layer, an undecodable file) were all left out when read."""
+        given = usable.given_text(self.given) if self.given else "the context"
+        problem = usable.loaded_problem(stats, given)
+        if problem is not None:
+            raise EmptyContext(problem)
+
+    def skipped_summary(self) -> str | None:
+        """One line for stderr, "skipped 3 of 5 files: 2 binary (a.png, b.bin), 1 empty (notes.txt)";
+        None when nothing was skipped or the context is a value in memory."""
+        return None if self.manifest is None else usable.skipped_summary(self.manifest)
 
     def payload(
         self,

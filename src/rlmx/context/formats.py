@@ -10,12 +10,14 @@ import csv
 import io
 import json
 import logging
+import os
+import stat
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import PurePath
-from typing import Any
+from typing import Any, BinaryIO
 
-from rlmx.context.decode import decode_bytes
+from rlmx.context.decode import SNIFF_BYTES, decode_bytes, looks_binary
 
 PDF_PAGE_BREAK = "\f\n"  # form feed ends each page's last line, as pdftotext does
 _FORMATS = {
@@ -45,13 +47,88 @@ def format_of(name: str) -> str:
     return _FORMATS.get(PurePath(name).suffix.lower(), "text")
 
 
+def file_type(mode: int) -> str:
+    """What a file that is not a regular one is, in a word or two."""
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "special file"
+
+
+def _unreadable(exc: OSError) -> str:
+    return f"unreadable ({exc.strerror or type(exc).__name__})"
+
+
+def open_regular(path: str) -> tuple[BinaryIO | None, str | None]:
+    """The file open for reading, or (None, why not). Only regular files are opened: a FIFO, socket or
+    device is refused from its `stat` (a FIFO's open would wait for a writer; a device's may act), and
+    the open itself is non-blocking, so one swapped in after the `stat` is refused from `fstat` too."""
+    try:
+        if not stat.S_ISREG(mode := os.stat(path).st_mode):
+            return None, f"not a regular file ({file_type(mode)})"
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        return None, _unreadable(exc)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        return None, f"not a regular file ({file_type(mode)})"
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb"), None
+
+
+def sniff_file(path: str, fmt: str) -> str | None:
+    """Why `read_file` would leave this file out, judged from its first few KiB; None when it may be
+    text. Runs in the host while it lists files, so its metadata never counts what the REPL will not
+    hold. It agrees with `read_file`: the same open, the same empty test, the same binary test on the
+    same first `SNIFF_BYTES` (a PDF is judged by the worker alone)."""
+    f, why = open_regular(path)
+    if f is None:
+        return why
+    try:
+        with f:
+            head = f.read(SNIFF_BYTES)
+            if _blank(f, head):
+                return "empty"
+    except OSError as exc:
+        return _unreadable(exc)
+    if fmt != "pdf" and looks_binary(head):
+        return "binary"
+    return None
+
+
+_BLANK_SCAN_LIMIT = 1 << 20  # whitespace runs longer than this are left for the worker to judge
+
+
+def _blank(f: BinaryIO, head: bytes) -> bool:
+    """Whether the file holds nothing but (ASCII) whitespace, as `read_file` tests it. Reads on only
+    while all it has seen is whitespace, and at most `_BLANK_SCAN_LIMIT` bytes."""
+    chunk, seen = head, len(head)
+    while not chunk or chunk.isspace():
+        if len(chunk) < SNIFF_BYTES:  # a short read: the end of the file
+            return True
+        if seen >= _BLANK_SCAN_LIMIT:
+            return False
+        chunk = f.read(SNIFF_BYTES)
+        seen += len(chunk)
+    return False
+
+
 def read_file(path: str, fmt: str, *, as_records: bool = False) -> FileRead:
     """Read and convert one file. `as_records`: JSONL/CSV give a list of dicts, JSON its value."""
+    f, why = open_regular(path)
+    if f is None:
+        return FileRead(skip=why)
     try:
-        with open(path, "rb") as f:
+        with f:
             data = f.read()
     except OSError as exc:
-        return FileRead(skip=f"unreadable ({exc.strerror or type(exc).__name__})")
+        return FileRead(skip=_unreadable(exc))
     if not data or data.isspace():
         return FileRead(skip="empty")
     if fmt == "pdf":

@@ -7,18 +7,24 @@ these are the short forms.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 from rlmx.context.context import Context
 
 
 def context_from_specs(
-    specs: Sequence[str], *, include: Sequence[str] = (), exclude: Sequence[str] = (), gitignore: bool = True
+    specs: Sequence[str],
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    gitignore: bool = True,
+    stdin: IO[str] | None = None,
 ) -> Context | None:
-    """A Context for `--context` arguments (files, folders, "-"), or None when there are none."""
+    """A Context for `--context` arguments (files, folders, "-"), or None when there are none. `stdin`
+    replaces standard input for "-" (tests); a FIFO, socket or device named directly is a ConfigError."""
     if not specs:
         return None
-    return Context.from_paths(list(specs), include=include, exclude=exclude, gitignore=gitignore)
+    return Context.from_paths(list(specs), include=include, exclude=exclude, gitignore=gitignore, stdin=stdin)
 
 
 def load_contexts(specs: list[str]) -> Any:

@@ -146,6 +146,8 @@ def render(stats: dict[str, Any], *, note: str | None = None) -> str:
         paths = stats.get("paths", [])
         more = ", ..." if stats["count"] > len(paths) else ""
         lines.append(f"First paths: {', '.join(paths)}{more}")
+    elif kind == "list" and not stats.get("count"):
+        lines.append("Your context is an empty list.")
     elif kind == "list":
         kinds = ", ".join(f"{_n(n)} {k}" for k, n in stats.get("item_kinds", {}).items())
         chars = stats["chars"]

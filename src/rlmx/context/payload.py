@@ -31,6 +31,10 @@ def load_manifest(manifest: Manifest) -> tuple[Any, list[tuple[str, str]], list[
 
     skipped = list(manifest.skipped)
     notes: list[tuple[str, str]] = []
+    if manifest.single and not manifest.files:  # the one input was left out by the host's scan
+        if manifest.inline:
+            return manifest.inline[0]["text"], skipped, notes
+        return empty_value(skipped), skipped, notes
     if manifest.single:
         entry = manifest.files[0]
         read = read_file(entry.path, entry.fmt, as_records=True)
@@ -38,7 +42,7 @@ def load_manifest(manifest: Manifest) -> tuple[Any, list[tuple[str, str]], list[
             notes.append((entry.name, read.note))
         if read.skip is not None:
             skipped.append((entry.name, read.skip))
-            return ("" if read.skip == "empty" else None), skipped, notes
+            return empty_value(skipped), skipped, notes
         return (read.value if read.value is not None else read.text), skipped, notes
     docs: list[dict[str, Any]] = [{"path": d["path"], "text": d["text"]} for d in manifest.inline]
     for entry in manifest.files:
@@ -50,6 +54,11 @@ def load_manifest(manifest: Manifest) -> tuple[Any, list[tuple[str, str]], list[
             notes.append((entry.name, read.note))
         docs.append({"path": entry.name, "text": read.text})
     return docs, skipped, notes
+
+
+def empty_value(skipped: list[tuple[str, str]]) -> Any:
+    """The value of a context whose one input was left out: "" for an empty one, else None."""
+    return "" if skipped and skipped[-1][1] == "empty" else None
 
 
 def load_payload(payload: ContextPayload) -> LoadedContext:

@@ -1,21 +1,25 @@
 """Finding the files a context is made of: paths and folders, globs, .gitignore. Runs in the host.
 
-The scan reads no file contents (only names, `stat` and .gitignore files); the REPL worker reads the
-files later, once. What the scan leaves out (broken symlinks, FIFOs, unreadable folders) is recorded
-with a reason and ends up in the metadata the model sees.
+The scan reads names, `stat` results, .gitignore files and the first few KiB of each file (to leave out
+binary and empty files as the worker would); the REPL worker reads the files whole later, once. What the
+scan leaves out (binary or empty files, broken symlinks, FIFOs, unreadable folders) is recorded with a
+reason and ends up in the metadata the model sees; what the globs, .gitignore or the dotfile rule leave
+out is only counted, for the message that explains an empty context.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import sys
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from rlmx.context.formats import format_of
+from rlmx.context.formats import file_type, format_of, open_regular, sniff_file
 from rlmx.errors import ConfigError
 
 STDIN_NAME = "<stdin>"
@@ -47,6 +51,9 @@ class Manifest:
     inline: list[dict[str, str]] = field(default_factory=list)  # {"path", "text"}
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, reason)
     single: bool = False  # one file was given: the context is its value, not a list of documents
+    # Left out on purpose, by rule ("--include", "--exclude", ".gitignore", "hidden"): files, or folders
+    # not walked. Host-side only (not sent to the worker, not in the model's metadata).
+    excluded: Counter[str] = field(default_factory=Counter)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,10 +80,18 @@ def _spec(patterns: Iterable[str]) -> Any:
 
 
 def _gitignore_spec(path: Path) -> Any | None:
+    """The patterns of a .gitignore file, or None when there is none (or it is not a regular file: a
+    FIFO named .gitignore must not block the scan)."""
     import pathspec
 
+    if not os.path.lexists(path):
+        return None
+    f, _ = open_regular(str(path))
+    if f is None:
+        return None
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        with f:
+            lines = f.read().decode("utf-8", errors="replace").splitlines()
     except OSError:
         return None
     return pathspec.GitIgnoreSpec.from_lines(lines)
@@ -157,7 +172,10 @@ class _Walker:
         for entry in entries:
             rel = rel_dir + entry.name
             name = name_prefix + rel
-            if entry.name == ".git" or (entry.name.startswith(".") and not self.options.hidden):
+            if entry.name == ".git":
+                continue
+            if entry.name.startswith(".") and not self.options.hidden:
+                self.manifest.excluded["hidden"] += 1
                 continue
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -166,39 +184,89 @@ class _Walker:
                 self.manifest.skipped.append((name, "broken symlink" if entry.is_symlink() else "unreadable"))
                 continue
             if is_dir or (entry.is_symlink() and stat.S_ISDIR(info.st_mode)):
-                if self._excluded(rel, True, levels):
+                if rule := self._excluded(rel, True, levels):
+                    self.manifest.excluded[rule] += 1
                     continue
                 if entry.is_symlink():
                     self.manifest.skipped.append((name, "symlinked folder (not followed)"))
                     continue
                 self._walk_dir(Path(entry.path), rel + "/", levels, name_prefix)
                 continue
-            if self._excluded(rel, False, levels) or (self.include and not self.include.match_file(rel)):
+            rule = self._excluded(rel, False, levels)
+            if rule is None and self.include is not None and not self.include.match_file(rel):
+                rule = "--include"
+            if rule is not None:
+                self.manifest.excluded[rule] += 1
                 continue
-            if not stat.S_ISREG(info.st_mode):
-                self.manifest.skipped.append((name, f"not a regular file ({_file_type(info.st_mode)})"))
+            if not stat.S_ISREG(info.st_mode):  # never opened: a FIFO's open would wait for a writer
+                self.manifest.skipped.append((name, f"not a regular file ({file_type(info.st_mode)})"))
                 continue
             if entry.is_symlink() and self._outside(entry.path):
                 self.manifest.skipped.append((name, "symlink out of the folder (not followed)"))
                 continue
-            self.manifest.files.append(
-                FileEntry(os.path.abspath(entry.path), name, info.st_size, format_of(name))
-            )
+            _add_file(self.manifest, entry.path, name, info.st_size)
 
-    def _excluded(self, rel: str, is_dir: bool, levels: list[_Level]) -> bool:
+    def _excluded(self, rel: str, is_dir: bool, levels: list[_Level]) -> str | None:
+        """The rule leaving this file or folder out ("--exclude", ".gitignore"), or None."""
         if self.exclude is not None and self.exclude.match_file(rel + ("/" if is_dir else "")):
-            return True
-        return bool(levels) and _ignored(rel, is_dir, levels)
+            return "--exclude"
+        if levels and _ignored(rel, is_dir, levels):
+            return ".gitignore"
+        return None
 
 
-def _file_type(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "FIFO"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device"
-    return "special file"
+def _add_file(manifest: Manifest, path: str, name: str, size: int) -> None:
+    """A file for the worker to read, or a skipped one when its first KiB show the worker would skip it."""
+    fmt = format_of(name)
+    reason = sniff_file(path, fmt)
+    if reason is not None:
+        manifest.skipped.append((name, reason))
+    else:
+        manifest.files.append(FileEntry(os.path.abspath(path), name, size, fmt))
+
+
+def _add_text(manifest: Manifest, name: str, data: bytes | str) -> None:
+    """Text the host read (stdin, a pipe): a document, or skipped when it is blank or not text."""
+    if isinstance(data, bytes):
+        from rlmx.context.decode import decode_bytes
+
+        if not data or data.isspace():
+            manifest.skipped.append((name, "empty"))
+            return
+        decoded = decode_bytes(data)
+        if decoded.text is None:
+            manifest.skipped.append((name, decoded.skip or "binary"))
+            return
+        data = decoded.text
+    if not data or data.isspace():
+        manifest.skipped.append((name, "empty"))
+    else:
+        manifest.inline.append({"path": name, "text": data})
+
+
+@functools.cache
+def _pipe_device() -> int:
+    """The device number anonymous pipes live on (Linux: pipefs), to tell them from named FIFOs."""
+    read_fd, write_fd = os.pipe()
+    try:
+        return os.fstat(read_fd).st_dev
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def _refuse_special(spec: str, info: os.stat_result) -> None:
+    """A FIFO, socket or device named as a context path is refused at once, by name. An anonymous pipe
+    (`<(cmd)`, /dev/fd/N, /dev/stdin fed by a pipe) is allowed: opening it never waits."""
+    if stat.S_ISFIFO(info.st_mode) and info.st_dev == _pipe_device():
+        return
+    kind = file_type(info.st_mode)
+    why = {
+        "FIFO": "a FIFO (named pipe), not a file: reading it would wait for a writer",
+        "socket": "a socket, not a file",
+        "device": "a device, not a file",
+    }.get(kind, f"a {kind}, not a file")
+    raise ConfigError(f"context path {spec} is {why}; give a file or a folder, or pipe the data in with '-'")
 
 
 def scan(
@@ -214,12 +282,14 @@ def scan(
     walker = _Walker(options, manifest)
     names = [str(s) for s in specs]
     many = len(names) > 1
-    single_file = False
+    single_file = seen_stdin = False
     for spec in names:
         if spec == "-":
-            if any(doc["path"] == STDIN_NAME for doc in manifest.inline):
+            if seen_stdin:
                 raise ConfigError("standard input ('-') can be given as a context only once")
-            manifest.inline.append({"path": STDIN_NAME, "text": (stdin or sys.stdin).read()})
+            seen_stdin = True
+            _add_text(manifest, STDIN_NAME, _read_stdin(stdin))
+            single_file = not many
             continue
         path = Path(spec).expanduser()
         try:
@@ -233,22 +303,26 @@ def scan(
             prefix = path.resolve().name + "/" if many else ""
             walker.walk(path, prefix)
         elif stat.S_ISREG(info.st_mode):
-            manifest.files.append(FileEntry(os.path.abspath(path), spec, info.st_size, format_of(spec)))
+            _add_file(manifest, str(path), spec, info.st_size)
             single_file = not many
         else:
-            manifest.inline.append({"path": spec, "text": _read_stream(path)})
+            _refuse_special(spec, info)
+            _add_text(manifest, spec, _read_stream(path))
+            single_file = not many
     manifest.single = single_file
     return manifest
 
 
-def _read_stream(path: Path) -> str:
+def _read_stdin(stdin: IO[str] | None) -> bytes | str:
+    """Standard input, as bytes when it has them (then decoded like a file: binary data is left out)."""
+    if stdin is not None:
+        return stdin.read()
+    buffer = getattr(sys.stdin, "buffer", None)
+    return buffer.read() if buffer is not None else sys.stdin.read()
+
+
+def _read_stream(path: Path) -> bytes:
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read context path {path}: {exc.strerror}") from exc
-    from rlmx.context.decode import decode_bytes
-
-    decoded = decode_bytes(data)
-    if decoded.text is None:
-        raise ConfigError(f"context path {path} does not hold text ({decoded.skip})")
-    return decoded.text
