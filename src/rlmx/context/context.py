@@ -58,7 +58,7 @@ class Context:
             from rlmx.context.decode import decode_bytes
 
             text = decode_bytes(bytes(value)).text  # bytes of text are that text; others stay (unusable)
-            if text is not None:
+            if text and not text.isspace():
                 return cls(text)
         return cls(value)
 

@@ -90,7 +90,7 @@ def files_problem(specs: Sequence[str], manifest: Manifest) -> str | None:
     if manifest.single and len(skipped) == 1:
         what = f"it is {skipped[0][1]}"
     elif skipped:
-        what = f"all {len(skipped):,} files were skipped: {skipped_counts(skipped)}"
+        what = f"{_all_files(len(skipped))} skipped: {skipped_counts(skipped)}"
         if excluded:
             what += f"; besides, {excluded}"
     elif excluded:
@@ -101,9 +101,14 @@ def files_problem(specs: Sequence[str], manifest: Manifest) -> str | None:
     return f"{given} holds no usable text: {what}; {_hint(manifest.excluded, hint)}"
 
 
+def _all_files(count: int) -> str:
+    return "its one file was" if count == 1 else f"all {count:,} files were"
+
+
 def _excluded_text(excluded: Counter[str]) -> str:
     """ "12 not matching --include and 2 hidden (dotfiles) are left out"."""
-    parts = [f"{n:,} {_RULES.get(rule, rule)}" for rule, n in excluded.most_common() if n]
+    rules = [*_RULES, *sorted(set(excluded) - set(_RULES))]
+    parts = [f"{excluded[rule]:,} {_RULES.get(rule, rule)}" for rule in rules if excluded.get(rule)]
     if not parts:
         return ""
     listed = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
@@ -151,7 +156,8 @@ def _value_emptiness(value: Any) -> str | None:
         if not value:
             return f"it is an empty {kind}"
         if isinstance(value, (list, tuple)) and all(_blank_item(item) for item in value):
-            return f"it is a {kind} of {len(value):,} items that are all empty text"
+            items = "1 item that is" if len(value) == 1 else f"{len(value):,} items that are all"
+            return f"it is a {kind} of {items} empty text"
     return None
 
 
@@ -177,7 +183,7 @@ def loaded_problem(stats: dict[str, Any], given: str) -> str | None:
     if skipped.get("count"):
         reasons = ", ".join(f"{n:,} {r}" for r, n in skipped.get("by_reason", {}).items())
         examples = "; ".join(skipped.get("examples", [])[:EXAMPLE_NAMES])
-        what = f"all {skipped['count']:,} files were left out once read ({reasons}), e.g. {examples}"
+        what = f"{_all_files(skipped['count'])} left out once read ({reasons}), e.g. {examples}"
     else:
         what = "it is empty once read"
     return f"{given} holds no usable text: {what}; point it at text files, or {OVERRIDE}"
