@@ -138,7 +138,7 @@ def test_long_message_parts_become_context_the_root_model_never_sees(
     )  # the short transcript travels
 
 
-def test_a_long_single_text_keeps_its_last_paragraph_as_the_question(serve: ServeProcess) -> None:
+def test_a_long_single_text_keeps_its_last_line_as_the_question(serve: ServeProcess) -> None:
     completion = ask(serve, BIG + "\n\nlist the documents")
     assert json.loads(completion.choices[0].message.content) == {"single": len(BIG)}
 

@@ -1,8 +1,8 @@
 """An OpenAI chat-completions request -> one RLM run: question, context, profile, limits, output schema.
 
 - The question is the last user message. Text parts longer than the context threshold (from any
-  message) become context documents; a long single-text question keeps its last paragraph as the
-  question and the rest becomes context.
+  message) become context documents; a long single-text last user message keeps its last line (the
+  text after its final newline) as the question and the rest becomes context.
 - Earlier short messages (system prompt, conversation) go with the question as a short transcript; a
   transcript beyond the threshold becomes a context document of its own.
 - An explicit `rlmx` object in the body (the openai client's `extra_body`) adds context from server files
@@ -142,10 +142,10 @@ def split_messages(messages: list[Any], threshold: int) -> tuple[str, list[dict[
             name = f"messages[{i}]" if len(texts) == 1 else f"messages[{i}].content[{j}]"
             if len(text) > threshold:
                 if i == last_user and len(texts) == 1:
-                    head, sep, tail = text.rstrip().rpartition("\n\n")
-                    if sep and tail.strip() and len(tail) <= threshold:
-                        documents.append({"path": name, "text": head})
-                        question_parts.append(tail.strip())
+                    split = split_last_line(text, threshold)
+                    if split is not None:
+                        documents.append({"path": name, "text": split[0]})
+                        question_parts.append(split[1])
                         continue
                 documents.append({"path": name, "text": text})
             elif i == last_user:
@@ -155,12 +155,25 @@ def split_messages(messages: list[Any], threshold: int) -> tuple[str, list[dict[
     question = "\n".join(p for p in question_parts if p.strip()).strip()
     if not question:
         raise BadRequest(
-            f"the last user message has no question: its text is all beyond the context threshold ({threshold:,} "
-            "characters). Send the question as its own text part, end the message with it as a last paragraph, "
-            "or pass the context in the `rlmx` object (extra_body)",
+            f"the last user message has no question: it is one text longer than the context threshold "
+            f"({threshold:,} characters) with no short last line. Send the question as its own text part or "
+            "as the message's last line, or pass the context in the `rlmx` object (extra_body)",
             param="messages",
         )
     return question, documents, ("Conversation so far:\n" + "\n".join(transcript)) if transcript else ""
+
+
+def split_last_line(text: str, threshold: int) -> tuple[str, str] | None:
+    """(context, question) of one long message that ends with a short line, else None.
+
+    The question is the text after the message's last newline (trailing blank space ignored): what
+    `cat file | llm "question"` sends (stdin and the prompt joined by a space) and what `llm -f file
+    "question"` sends (joined by a newline). The rest, without its trailing line breaks, is the context."""
+    head, sep, tail = text.rstrip().rpartition("\n")
+    question = tail.strip()
+    if not sep or not question or len(question) > threshold or not head.strip():
+        return None
+    return head.rstrip("\r\n"), question
 
 
 def inline_texts(value: Any) -> list[dict[str, Any]]:
