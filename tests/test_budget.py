@@ -7,6 +7,7 @@ it answered), never from rlmx's accounting, and compared with the budget.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -190,13 +191,21 @@ def test_every_call_under_a_budget_carries_an_output_cap(tmp_path: Path) -> None
 
 
 def test_a_budget_too_small_for_any_call_makes_no_ordinary_call(tmp_path: Path) -> None:
+    """Refused at start (issue 13: it used to stop before the first turn without saying why)."""
     policy = batched_children_policy()
     with ScriptedServer(policy) as srv:
-        result = run(srv, tmp_path, 0.0001)
+        with pytest.raises(ConfigError, match=r"cannot pay for the first model call") as refused:
+            run(srv, tmp_path, 0.0001)
         requests = srv.requests
-    assert requests == [] or all(is_forced_final(r.messages) for r in requests)
-    assert spend(requests) <= 0.0001
-    assert result.stopped_by == "max_cost_usd"
+    assert requests == []
+    message = str(refused.value)
+    assert "the smallest budget that can run is $" in message and "--max-output-tokens" in message
+    found = re.search(r"smallest budget that can run is \$([0-9.e-]+?)\. Raise", message)
+    assert found is not None, message
+    smallest = float(found.group(1))
+    with ScriptedServer(policy) as srv:  # the suggested budget is enough to start
+        result = run(srv, tmp_path, smallest)
+    assert result.stopped_by in ("final", "max_cost_usd")
 
 
 def test_unknown_price_refuses_the_run_before_any_call(tmp_path: Path) -> None:

@@ -41,6 +41,10 @@ class TransientModelError(ModelError):
         self.retry_after = retry_after
 
 
+class DeadlineExceeded(ModelError):
+    """A model call did not finish before the run's deadline (`timeout_s`), retries included."""
+
+
 class SandboxError(RLMError):
     """The REPL machinery failed (worker could not start, protocol violation)."""
 

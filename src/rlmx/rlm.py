@@ -6,6 +6,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,7 +18,7 @@ from rlmx.engine.events import Emitter, Sink, TraceWriter, default_trace_dir, ex
 from rlmx.engine.ledger import Ledger
 from rlmx.engine.node import Node, NodeResult, answer_text
 from rlmx.engine.prompts import SYSTEM_PROMPT_VERSION
-from rlmx.engine.state import Models, Pricer, RunState
+from rlmx.engine.state import Models, Pricer, RunState, check_budget_for_first_call
 from rlmx.errors import ConfigError
 from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import LM
@@ -31,9 +32,8 @@ from rlmx.typed import OutputSpec
 @dataclass
 class RunResult:
     answer: Any  # the FINAL value: a str, or a JSON value from FINAL_VAR; None when there is none
-    stopped_by: (
-        str  # final | max_iterations | max_llm_calls | max_total_tokens | max_cost_usd | timeout | error
-    )
+    # final | max_iterations | max_llm_calls | max_total_tokens | max_cost_usd | timeout | error | interrupted
+    stopped_by: str
     iterations: int  # root turns
     usage: dict[str, Any]
     trace_path: str | None
@@ -41,14 +41,23 @@ class RunResult:
     error: str | None = None
     run_id: str = ""
     parsed: Any = None  # the typed answer (a pydantic object, or the JSON value) when `output` was given
+    # where the answer came from: final (FINAL(...)), final_var (FINAL_VAR(name)), prose (a forced final
+    # reply without FINAL, code removed), none (no answer: `answer` is None)
+    answer_source: str = "none"
 
     @property
     def ok(self) -> bool:
         return self.stopped_by == "final"
 
+    @property
+    def answered(self) -> bool:
+        """An answer was produced and nothing failed: `final`, or a limit's forced final answer."""
+        return self.answer_source != "none" and self.error is None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
+            "answer_source": self.answer_source,
             "stopped_by": self.stopped_by,
             "iterations": self.iterations,
             "usage": self.usage,
@@ -57,6 +66,15 @@ class RunResult:
             "error": self.error,
             "run_id": self.run_id,
         }
+
+
+class UnwaitedExecutor(ThreadPoolExecutor):
+    """The default executor of a loop `RLM.run()` owns. Shutting it down never waits for its threads:
+    `asyncio.run` would otherwise wait, at its end, for a thread stuck in a call the run abandoned at
+    its deadline."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=False, cancel_futures=True)
 
 
 def make_sandbox_factory(settings: SandboxSettings) -> Callable[[], SandboxFactory]:
@@ -88,6 +106,9 @@ class RLM:
     # "bm25:50": before the loop, narrow the context to the 50 chunks that best match the question
     # (also "vector:K", "hybrid:K"; see rlmx.context.prefilter). None: the model sees the whole context.
     prefilter: str | Prefilter | None = None
+    # a context that was given but holds no usable text (binary or empty files, nothing matched, empty
+    # stdin) is refused with EmptyContext before any model call, unless this is True
+    allow_empty_context: bool = False
 
     def __post_init__(self) -> None:
         cache = self.cache if isinstance(self.cache, ResponseCache) else open_cache(self.cache)
@@ -121,12 +142,17 @@ class RLM:
             import rlmx.sandbox.process  # noqa: F401  (the run's zygote and workers)
 
     def run(self, question: str, context: Any = None, *, output: Any = None) -> RunResult:
-        """Synchronous wrapper around `arun`."""
+        """Synchronous wrapper around `arun`. Returns at the run's deadline even when a thread the run
+        started is still stuck (a DNS lookup, an in-process model): the loop does not wait for it."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arun(question, context, output=output))
+            return asyncio.run(self._arun_own_loop(question, context, output))
         raise RuntimeError("RLM.run() was called inside a running event loop; use `await rlm.arun(...)`")
+
+    async def _arun_own_loop(self, question: str, context: Any, output: Any) -> RunResult:
+        asyncio.get_running_loop().set_default_executor(UnwaitedExecutor())
+        return await self.arun(question, context, output=output)
 
     async def aclose(self) -> None:
         """Close the HTTP connections this RLM's models opened in the running event loop. Only needed
@@ -161,6 +187,9 @@ class RLM:
         if not isinstance(question, str) or not question.strip():
             raise ConfigError("the question must be a non-empty string")
         output_spec = OutputSpec.of(output)
+        ctx = Context.of(context)  # a value, a Context (files, folders), or pathlib paths
+        if context is not None and not self.allow_empty_context:
+            ctx.check_usable()
         pricer, unpriced = self._pricer()
         started = time.monotonic()
         run_id = run_id or uuid.uuid4().hex[:12]  # a server may choose it, to name the run before it starts
@@ -185,7 +214,6 @@ class RLM:
             pricer=pricer,
             excerpt_chars=self.excerpt_chars,
         )
-        ctx = Context.of(context)  # a value, a Context (files, folders), or pathlib paths
         meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
         payload = ctx.payload(
             query=question, prefilter=self.prefilter, note=context_note, cache_dir=default_cache_dir()
@@ -199,12 +227,14 @@ class RLM:
             parent_id=None,
             output=output_spec,
         )
+        check_budget_for_first_call(state, question, meta, output_spec)
         emitter.emit(
             "run_start",
             id_=root.id,
             parent_id=None,
             depth=0,
             run_id=run_id,
+            trace_path=str(trace_path) if trace_path else None,
             question=excerpt(question, self.excerpt_chars),
             unpriced_models=unpriced,
             warnings=budget_warnings(unpriced, self.limits),
@@ -217,21 +247,19 @@ class RLM:
             output_schema=output_spec.schema if output_spec else None,
         )
         try:
-            result = await self._run_root(root, ledger)
-            usage = ledger.usage_dict()
-            emitter.emit(
-                "run_end",
-                parent_id=root.id,
-                depth=0,
-                stopped_by=result.stopped_by,
-                iterations=result.iterations,
-                answer=excerpt(answer_text(result.answer), self.excerpt_chars)
-                if result.answer is not None
-                else None,
-                error=result.error,
-                usage=usage,
-                elapsed_s=round(time.monotonic() - started, 3),
-            )
+            try:
+                result = await self._run_root(root, ledger)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                # Ctrl-C (asyncio.run cancels the run) or a caller's cancellation: the trace still ends
+                self._end_record(
+                    emitter,
+                    root,
+                    NodeResult(None, "interrupted", root.iteration, "interrupted"),
+                    ledger,
+                    started,
+                )
+                raise
+            usage = self._end_record(emitter, root, result, ledger, started)
         finally:
             await sandboxes.aclose()
             if writer:
@@ -246,7 +274,28 @@ class RLM:
             error=result.error,
             run_id=run_id,
             parsed=result.parsed,
+            answer_source=result.answer_source,
         )
+
+    def _end_record(
+        self, emitter: Emitter, root: Node, result: NodeResult, ledger: Ledger, started: float
+    ) -> dict[str, Any]:
+        usage = ledger.usage_dict()
+        emitter.emit(
+            "run_end",
+            parent_id=root.id,
+            depth=0,
+            stopped_by=result.stopped_by,
+            iterations=result.iterations,
+            answer=excerpt(answer_text(result.answer), self.excerpt_chars)
+            if result.answer is not None
+            else None,
+            answer_source=result.answer_source,
+            error=result.error,
+            usage=usage,
+            elapsed_s=round(time.monotonic() - started, 3),
+        )
+        return usage
 
     def _pricer(self) -> tuple[Pricer, list[str]]:
         """The run's pricer and the models it cannot price. Under `max_cost_usd` an unpriced model means
@@ -262,11 +311,13 @@ class RLM:
         return pricer, unpriced
 
     async def _run_root(self, root: Node, ledger: Ledger) -> NodeResult:
+        """The root's loop, stopped at the end of the working time (the deadline less the final answer's
+        reserve); then one call, bounded by the deadline itself, asks for an answer from the history."""
         remaining = ledger.remaining_s()
         if remaining is None:
             return await root.run()
         try:
-            return await asyncio.wait_for(root.run(), remaining)
+            return await asyncio.wait_for(root.run(), max(0.0, remaining))
         except asyncio.TimeoutError:
             ledger.timed_out = True
         return await root.answer_after_timeout()

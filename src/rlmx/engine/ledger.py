@@ -57,10 +57,18 @@ class Ledger:
 
     @property
     def deadline(self) -> float | None:
+        """The run's hard end (`time.monotonic()`), the forced final answer included."""
         return None if self.limits.timeout_s is None else self.started + self.limits.timeout_s
 
-    def remaining_s(self) -> float | None:
+    @property
+    def work_deadline(self) -> float | None:
+        """The end of the turns and sub-calls: the deadline less the final answer's reserve."""
         deadline = self.deadline
+        return None if deadline is None else deadline - self.limits.final_reserve()
+
+    def remaining_s(self) -> float | None:
+        """Working time left (before the final answer's reserve); None without a timeout."""
+        deadline = self.work_deadline
         return None if deadline is None else deadline - time.monotonic()
 
     def tokens_used(self) -> int:

@@ -10,7 +10,7 @@ from rlmx.context.metadata import render
 from rlmx.engine import prompts
 from rlmx.engine.events import excerpt
 from rlmx.engine.history import History
-from rlmx.engine.parse import FinalLine, parse_reply
+from rlmx.engine.parse import FinalLine, parse_reply, prose_of
 from rlmx.engine.state import RunState
 from rlmx.engine.subcalls import SubCalls, answer_text
 from rlmx.errors import BudgetExhausted, ModelError, SandboxError
@@ -25,6 +25,10 @@ class NodeResult:
     iterations: int
     error: str | None = None
     parsed: Any = None  # the typed answer, when an output schema is set
+    answer_source: str = "none"  # final | final_var | prose | none (see ANSWER_SOURCES)
+
+
+ANSWER_SOURCES = ("final", "final_var", "prose", "none")
 
 
 @dataclass
@@ -32,6 +36,7 @@ class Final:
     answer: Any
     parsed: Any = None
     error: str | None = None  # set when the answer failed the output schema for good
+    source: str = "final"  # final | final_var: how the model gave it
 
 
 class Node:
@@ -154,7 +159,9 @@ class Node:
             done = await self._act(reply)
             if done is not None:
                 stopped_by = "final" if done.error is None else "error"
-                return self._finish(done.answer, stopped_by, done.error, parsed=done.parsed)
+                return self._finish(
+                    done.answer, stopped_by, done.error, parsed=done.parsed, source=done.source
+                )
         return await self._forced_final("max_iterations")
 
     async def _call(
@@ -189,7 +196,8 @@ class Node:
             parts.append(format_result(index, len(parsed.code_blocks), result))
             code_failed = code_failed or result.error is not None
             if result.final is not None:
-                done = self._accept(decode_final(result.final), parts)
+                source = "final_var" if result.final.get("kind") == "final_var" else "final"
+                done = self._accept(decode_final(result.final), parts, source)
                 if done is not None:
                     return done
                 rejected = True
@@ -202,7 +210,7 @@ class Node:
             else:
                 answer, problem = await self._resolve(parsed.final)
                 if problem is None:
-                    done = self._accept(answer, parts)
+                    done = self._accept(answer, parts, parsed.final.kind)
                     if done is not None:
                         return done
                 else:
@@ -214,17 +222,18 @@ class Node:
         self.history.append({"role": "user", "content": header + "\n" + "\n\n".join(parts)})
         return None
 
-    def _accept(self, answer: Any, parts: list[str]) -> Final | None:
+    def _accept(self, answer: Any, parts: list[str], source: str) -> Final | None:
         """A FINAL value, checked against the output schema; None (and feedback in `parts`) when rejected."""
         if self.output is None:
-            return Final(answer)
+            return Final(answer, source=source)
         verdict = self.output.check(answer)
         if verdict.ok:
-            return Final(verdict.value, verdict.parsed)
+            return Final(verdict.value, verdict.parsed, source=source)
         self.rejections += 1
         self.emit("output_rejected", iteration=self.iteration, attempt=self.rejections, errors=verdict.errors)
         if self.rejections > self.output.max_retries:
-            return Final(answer, error=self.output.failure(verdict, self.rejections, answer))
+            error = self.output.failure(verdict, self.rejections, answer)
+            return Final(answer, error=error, source=source)
         parts.append(self.output.feedback(verdict, self.output.max_retries - self.rejections + 1))
         return None
 
@@ -322,44 +331,67 @@ class Node:
         )
 
     async def _forced_final(self, reason: str) -> NodeResult:
+        """A limit stopped the loop: one call asking for an answer from what is known. Its answer is the
+        reply's FINAL value or, without one, its prose with code removed; never code, never made up."""
         self.emit("limit", reason=reason, iteration=self.iteration)
         ask = {"role": "user", "content": prompts.FORCED_FINAL.format(reason=reason)}
         try:
             reply = await self._call(self.history.view(), purpose="final", final=self.depth == 0, extra=[ask])
-        except BudgetExhausted:
-            return self._finish(None, reason, "no model call left for a final answer")
+        except BudgetExhausted as exc:
+            why = "no time" if exc.limit == "timeout" else "no model call or budget"
+            return self._finish(None, reason, f"stopped by {reason}; {why} left for a final answer")
         except ModelError as exc:
-            return self._finish(None, reason, f"final answer call failed: {exc}")
+            return self._finish(None, reason, f"stopped by {reason}; the final answer's call failed: {exc}")
         self.history.append(ask)
         self.history.append({"role": "assistant", "content": reply})
-        parsed = parse_reply(reply)
-        answer: Any = reply.strip()
-        if parsed.final is not None:
-            answer, problem = await self._resolve(parsed.final)
-            if problem is not None:
-                answer = reply.strip()
+        answer, source, problem = await self._forced_answer(reply)
+        if answer is None:
+            return self._finish(None, reason, f"stopped by {reason}; {problem}")
         if self.output is not None:  # no corrections left at a limit: the answer matches or it is reported
             verdict = self.output.check(answer)
             if not verdict.ok:
-                return self._finish(answer, reason, self.output.failure(verdict, self.rejections + 1, answer))
-            return self._finish(verdict.value, reason, parsed=verdict.parsed)
-        return self._finish(answer, reason)
+                error = self.output.failure(verdict, self.rejections + 1, answer)
+                return self._finish(answer, reason, error, source=source)
+            return self._finish(verdict.value, reason, parsed=verdict.parsed, source=source)
+        return self._finish(answer, reason, source=source)
+
+    async def _forced_answer(self, reply: str) -> tuple[Any, str, str]:
+        """(answer, its source, why there is none) of a forced final reply."""
+        parsed = parse_reply(reply)
+        problem = "the model's final reply held no answer"
+        if parsed.final is not None:
+            answer, resolve_problem = await self._resolve(parsed.final)
+            if resolve_problem is None:
+                return answer, parsed.final.kind, ""
+            problem = resolve_problem
+        text = prose_of(reply)
+        if text:
+            return text, "prose", ""
+        return None, "none", problem
 
     async def answer_after_timeout(self) -> NodeResult:
         """The run's time is up and its REPL is gone: one bounded call for an answer from the history."""
         return await self._forced_final("timeout")
 
     def _finish(
-        self, answer: Any, stopped_by: str, error: str | None = None, *, parsed: Any = None
+        self,
+        answer: Any,
+        stopped_by: str,
+        error: str | None = None,
+        *,
+        parsed: Any = None,
+        source: str = "none",
     ) -> NodeResult:
+        source = source if answer is not None else "none"
         self.emit(
             "final",
             stopped_by=stopped_by,
             iteration=self.iteration,
             answer=excerpt(answer_text(answer), self.state.excerpt_chars) if answer is not None else None,
+            answer_source=source,
             error=error,
         )
-        return NodeResult(answer, stopped_by, self.iteration, error, parsed)
+        return NodeResult(answer, stopped_by, self.iteration, error, parsed, source)
 
     def _error(self, message: str) -> NodeResult:
         self.emit("error", message=message, iteration=self.iteration)

@@ -64,3 +64,14 @@ def _unquote(arg: str) -> str:
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return arg
     return value if isinstance(value, str) else arg
+
+
+def prose_of(reply: str) -> str:
+    """A reply's text without its code (closed fences, and an unclosed one to the end) and without
+    FINAL/FINAL_VAR lines: what is left to show as an answer when the model gave no FINAL value."""
+    text = FENCE.sub("", reply)
+    opened = re.search(r"^[ \t]*```", text, re.MULTILINE)
+    if opened:
+        text = text[: opened.start()]
+    kept = [line for line in text.splitlines() if not FINAL_START.match(line)]
+    return "\n".join(kept).strip()

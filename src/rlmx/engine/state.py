@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlmx.engine.events import Emitter, excerpt
 from rlmx.engine.ledger import Ledger
-from rlmx.errors import ModelError, RLMError
+from rlmx.errors import BudgetExhausted, ConfigError, DeadlineExceeded, ModelError, RLMError
 from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import (
     LM,
     CallSettings,
     LMResponse,
     Message,
+    RetryNotice,
     Usage,
     context_window_for,
     estimate_message_tokens,
@@ -67,9 +68,29 @@ class RunState:
     pricer: Pricer | None = None
     excerpt_chars: int = 2_000
 
-    def settings(self, *, final: bool = False, max_output_tokens: int | None = None) -> CallSettings:
-        timeout = self.limits.final_answer_timeout_s if final else None
-        return CallSettings(max_output_tokens=max_output_tokens or self.output_cap(), timeout_s=timeout)
+    def settings(
+        self,
+        *,
+        final: bool = False,
+        max_output_tokens: int | None = None,
+        deadline: float | None = None,
+        on_retry: RetryNotice | None = None,
+    ) -> CallSettings:
+        """A call's settings. Under `timeout_s` the call's deadline is the run's (the forced final
+        answer's) or the end of the working time before the final answer's reserve; without one, the
+        forced final answer is bounded by `final_answer_timeout_s`."""
+        timeout = None
+        if deadline is not None:
+            timeout = max(0.001, deadline - time.monotonic())
+        elif final:
+            timeout = self.limits.final_answer_timeout_s
+            deadline = time.monotonic() + timeout
+        return CallSettings(
+            max_output_tokens=max_output_tokens or self.output_cap(),
+            timeout_s=timeout,
+            deadline=deadline,
+            on_retry=on_retry,
+        )
 
     def output_cap(self) -> int | None:
         """The per-call output cap; under a cost budget there always is one, so estimates are bounds."""
@@ -125,15 +146,37 @@ class RunState:
         """Check the ledger, make the call, book it, and trace it. The only way a model is called."""
         est_input = estimate_message_tokens(messages)
         est_cost, output_cap = self.budget_call(lm, est_input, purpose=purpose, final=final)
+        deadline = self.ledger.deadline if final else self.ledger.work_deadline
+        if final and deadline is not None and deadline <= time.monotonic():
+            raise BudgetExhausted("timeout", "no time left for a final answer")
         reserved = self.ledger.acquire(final=final, est_input_tokens=est_input, est_cost_usd=est_cost)
         started = time.monotonic()
+
+        def on_retry(attempt: int, error: str, delay: float) -> None:
+            self.emitter.emit(
+                "lm_retry",
+                parent_id=parent_id,
+                depth=depth,
+                model=lm.name,
+                purpose=purpose,
+                attempt=attempt,
+                error=error,
+                delay_s=round(delay, 3),
+            )
+
+        settings = self.settings(
+            final=final, max_output_tokens=output_cap, deadline=deadline, on_retry=on_retry
+        )
         response: LMResponse | None = None
         error: str | None = None
         attempts = 1
         attempt_errors: list[str] = []
         booked = False
         try:
-            response = await lm.complete(messages, self.settings(final=final, max_output_tokens=output_cap))
+            response = await within(lm, lm.complete(messages, settings), settings.deadline)
+        except DeadlineExceeded as exc:
+            error, attempts, attempt_errors = str(exc), exc.attempts, list(exc.attempt_errors)
+            raise BudgetExhausted("timeout", f"timeout_s={self.limits.timeout_s} reached: {exc}") from exc
         except ModelError as exc:
             error, attempts, attempt_errors = str(exc), exc.attempts, list(exc.attempt_errors)
             raise
@@ -184,6 +227,20 @@ class RunState:
         return response
 
 
+DEADLINE_GRACE_S = 0.05  # an LM that bounds its own calls gets to say so first, with its own message
+
+
+async def within(lm: LM, call: Awaitable[LMResponse], deadline: float | None) -> LMResponse:
+    """`call`, abandoned at `deadline` even when the LM ignores `CallSettings.deadline` (a caller's own
+    LM class, a thread that cannot be interrupted): the run never waits past its deadline for a model."""
+    if deadline is None:
+        return await call
+    try:
+        return await asyncio.wait_for(call, max(0.0, deadline - time.monotonic()) + DEADLINE_GRACE_S)
+    except asyncio.TimeoutError:
+        raise DeadlineExceeded(f"{lm.name}: no reply before the run's deadline") from None
+
+
 def cost_source(usage: Usage, cost: float | None, made: bool) -> str | None:
     """Where an lm_call's cost came from: the provider's report, a price, or nowhere (None)."""
     if cost is None:
@@ -191,3 +248,51 @@ def cost_source(usage: Usage, cost: float | None, made: bool) -> str | None:
     if usage.cost_usd is not None:
         return "provider"
     return "price" if made else "none"
+
+
+def check_budget_for_first_call(state: RunState, question: str, meta: str, output: Any = None) -> None:
+    """Refuse at start (ConfigError) a `max_cost_usd` that cannot pay for the first root turn's
+    worst-case estimate plus the final answer kept in reserve: such a run could only stop at once."""
+    from rlmx.engine import prompts
+
+    budget = state.limits.max_cost_usd
+    if budget is None or state.pricer is None:
+        return
+    lm = state.models.root
+    system = prompts.system_prompt(
+        depth=0,
+        limits=state.limits,
+        sub_model=state.models.sub.name,
+        sub_window=state.models.window(state.models.sub),
+    )
+    if output is not None:
+        system += "\n\n" + output.prompt()
+    first = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": f"{meta}\n\nQuestion: {question}"},
+    ]
+    est_input = estimate_message_tokens(first)
+    cap = state.output_cap() or 0
+    turn = state.estimate_cost(lm, est_input, cap)
+    margin = cap + estimate_tokens(state.sandbox_settings.output_chars) + FINAL_PROMPT_TOKENS
+    reserve = state.estimate_cost(lm, est_input + margin, cap)
+    if turn is None or reserve is None or turn + reserve <= budget:
+        return
+    need = turn + reserve
+    raise ConfigError(
+        f"--max-cost-usd {budget:g} cannot pay for the first model call: its worst case is ${turn:.4f} "
+        f"({est_input:,} input tokens + {cap:,} output tokens, the per-call output cap, at {lm.name}'s "
+        f"price) plus ${reserve:.4f} kept for the final answer; the smallest budget that can run is "
+        f"${_round_up(need):g}. Raise --max-cost-usd, or lower the estimate with --max-output-tokens "
+        f"(now {cap:,})"
+    )
+
+
+def _round_up(usd: float) -> float:
+    """`usd` rounded up to two significant digits (0.01987 -> 0.02), so the suggestion is enough."""
+    import math
+
+    if usd <= 0:
+        return 0.0
+    step = 10 ** (math.floor(math.log10(usd)) - 1)
+    return round(math.ceil(usd / step - 1e-9) * step, 12)

@@ -191,13 +191,15 @@ class AnthropicLM:
             return LMResponse(text=text, usage=anthropic_usage(reply.usage), model=self.name)
 
         return await call_with_retries(
-            self.name,
+            f"{self.name} at {self.base_url or DEFAULT_BASE}",
             once,
             classify_anthropic_error,
             policy=self.retry,
             gate=semaphore,
             limiter=self.limiter,
             est_tokens=estimate_message_tokens(messages) + kwargs["max_tokens"],
+            deadline=settings.deadline,
+            on_retry=settings.on_retry,
         )
 
 

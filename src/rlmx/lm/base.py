@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 Message = dict[str, Any]  # {"role": "system"|"user"|"assistant", "content": str}
 
 
+RetryNotice = Callable[[int, str, float], None]  # (failed attempt, its error, seconds until the next)
+
+
 @dataclass(frozen=True)
 class CallSettings:
-    """Per-call settings sent to the provider."""
+    """Per-call settings. `timeout_s` bounds one attempt; `deadline` (a `time.monotonic()` value) bounds
+    the whole logical call, retries included: no attempt starts or runs past it. `on_retry` is told of
+    each failed attempt that will be retried."""
 
     max_output_tokens: int | None = None
     temperature: float | None = None
     timeout_s: float | None = None
+    deadline: float | None = None
+    on_retry: RetryNotice | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -168,5 +168,11 @@ class LocalLlamaLM:
             return await asyncio.to_thread(self._generate, messages, settings)
 
         return await call_with_retries(
-            self.name, once, classify_local_error, policy=self.retry, gate=self._gate.get()
+            self.name,
+            once,
+            classify_local_error,
+            policy=self.retry,
+            gate=self._gate.get(),
+            deadline=settings.deadline,
+            on_retry=settings.on_retry,
         )

@@ -23,13 +23,14 @@ __all__ = ["FORBID_ENV", "OpenAICompatLM", "RetryPolicy", "check_allowed", "repl
 
 FORBID_ENV = "RLMX_FORBID_REAL_PROVIDERS"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 def check_allowed(base_url: str | None) -> None:
     """Under the test-wide switch, only loopback endpoints may be called."""
     if os.environ.get(FORBID_ENV) != "1":
         return
-    host = urlparse(base_url or "https://api.openai.com/v1").hostname or ""
+    host = urlparse(base_url or DEFAULT_BASE_URL).hostname or ""
     if host not in LOOPBACK and not host.startswith("127."):
         raise RealProviderForbidden(
             f"{FORBID_ENV}=1 forbids calls to real providers, but this model points at {host}"
@@ -131,13 +132,15 @@ class OpenAICompatLM:
                 shards.give_back(index)
 
         return await call_with_retries(
-            self.name,
+            f"{self.name} at {self.base_url or DEFAULT_BASE_URL}",
             once,
             classify_openai_error,
             policy=self.retry,
             gate=shards.semaphore,
             limiter=self.limiter,
             est_tokens=est,
+            deadline=settings.deadline,
+            on_retry=settings.on_retry,
         )
 
     async def _once(

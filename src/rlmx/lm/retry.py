@@ -16,8 +16,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
-from rlmx.errors import ConfigError, ModelError, TransientModelError
-from rlmx.lm.base import LMResponse
+from rlmx.errors import ConfigError, DeadlineExceeded, ModelError, TransientModelError
+from rlmx.lm.base import LMResponse, RetryNotice
 from rlmx.lm.ratelimit import RateLimiter
 
 T = TypeVar("T")
@@ -148,18 +148,28 @@ async def call_with_retries(
     gate: asyncio.Semaphore,
     limiter: RateLimiter | None = None,
     est_tokens: int = 0,
+    deadline: float | None = None,
+    on_retry: RetryNotice | None = None,
 ) -> LMResponse:
-    """Run `once(attempt)` until it succeeds, a failure is not transient, or the attempts run out."""
+    """Run `once(attempt)` until it succeeds, a failure is not transient, the attempts run out, or
+    `deadline` (a `time.monotonic()` value) passes: an attempt still running then is abandoned, and no
+    attempt starts, nor a backoff sleeps, past it. `on_retry` hears of every attempt that will be retried."""
     errors: list[str] = []
     for attempt in range(1, policy.max_attempts + 1):
         failure: Failure | None = None
         cause: Exception | None = None
-        reservation = await limiter.acquire(est_tokens) if limiter is not None else None
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise _past_deadline(name, attempt - 1, errors)
         try:
-            async with gate:
-                response = await once(attempt)
+            response, reservation = await _bounded(_attempt(once, attempt, gate, limiter, est_tokens), left)
         except TransientModelError as exc:
             cause, failure = exc, Failure(str(exc), True, exc.status, exc.retry_after)
+        except _DeadlineHit as exc:
+            cause, failure = (
+                exc,
+                Failure(f"timeout: no complete reply within the {exc.seconds:.1f} s left", True),
+            )
         except Exception as exc:
             cause, failure = exc, classify(exc)
             if failure is None:
@@ -177,9 +187,52 @@ async def call_with_retries(
                 attempt_errors=tuple(errors),
             ) from cause
         if attempt < policy.max_attempts:
-            await asyncio.sleep(policy.delay(attempt, failure.retry_after))
+            delay = policy.delay(attempt, failure.retry_after)
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise _past_deadline(name, attempt, errors) from cause
+            if on_retry is not None:
+                on_retry(attempt, failure.message, delay)
+            await asyncio.sleep(delay)
     raise ModelError(
         f"{name}: failed after {policy.max_attempts} attempts; last error: {errors[-1]}",
         attempts=policy.max_attempts,
+        attempt_errors=tuple(errors),
+    )
+
+
+class _DeadlineHit(Exception):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no reply within {seconds:.1f} s")
+        self.seconds = seconds
+
+
+async def _attempt(
+    once: Callable[[int], Awaitable[LMResponse]],
+    attempt: int,
+    gate: asyncio.Semaphore,
+    limiter: RateLimiter | None,
+    est_tokens: int,
+) -> tuple[LMResponse, Any]:
+    reservation = await limiter.acquire(est_tokens) if limiter is not None else None
+    async with gate:
+        return await once(attempt), reservation
+
+
+async def _bounded(work: Awaitable[T], seconds: float | None) -> T:
+    """`work`, abandoned after `seconds` (None: unbounded). A hung or trickling connection ends here
+    whatever the HTTP library's own timeouts (which bound each read, not the whole reply)."""
+    if seconds is None:
+        return await work
+    try:
+        return await asyncio.wait_for(work, seconds)
+    except asyncio.TimeoutError:
+        raise _DeadlineHit(seconds) from None
+
+
+def _past_deadline(name: str, attempts: int, errors: list[str]) -> ModelError:
+    last = f"; last error: {errors[-1]}" if errors else ""
+    return DeadlineExceeded(
+        f"{name}: the run's deadline passed after {attempts} attempt(s){last}",
+        attempts=attempts,
         attempt_errors=tuple(errors),
     )
