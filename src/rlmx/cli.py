@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
 from rlmx.errors import ConfigError, RLMError
 
-EXIT_OK, EXIT_RUN_ERROR, EXIT_USAGE, EXIT_LIMIT = 0, 1, 2, 3
+EXIT_OK, EXIT_RUN_ERROR, EXIT_USAGE, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 app = typer.Typer(
     add_completion=False,
@@ -153,6 +155,9 @@ def ask(
         raise ConfigError(str(exc)) from exc
     sandbox_settings = sandbox_choice(sandbox)
     ctx = context_from_specs(context, include=include, exclude=exclude, gitignore=not no_gitignore)
+    skipped = ctx.skipped_summary() if ctx is not None else None
+    if skipped:
+        sys.stderr.write(f"rlmx: {skipped}\n")  # even with --quiet: it explains what the model saw
     prefilter_spec = Prefilter.parse(prefilter)
     output = None
     if output_schema is not None:
@@ -176,28 +181,63 @@ def ask(
         prefilter=prefilter_spec,
         excerpt_chars=0 if trace_full else 2_000,
         sandbox=sandbox_settings,
+        allow_empty_context=allow_empty_context,
     )
-    with progress_sink(sys.stderr, quiet=quiet) as sink:
-        rlm.on_event = sink
-        result = rlm.run(question, ctx, output=output)
+    started = RunStarted()
+    try:
+        with progress_sink(sys.stderr, quiet=quiet) as sink:
+            rlm.on_event = [sink, started]
+            result = rlm.run(question, ctx, output=output)
+    except KeyboardInterrupt:
+        where = f"; trace: {started.trace_path}" if started.trace_path else ""
+        sys.stderr.write(f"rlmx: interrupted{where}\n")
+        exit_now(EXIT_INTERRUPTED)
+    exit_now(report(result, as_json=as_json, quiet=quiet))
+
+
+class RunStarted:
+    """An event sink that remembers where the run's trace goes (for the Ctrl-C line)."""
+
+    trace_path: str | None = None
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        if record["type"] == "run_start":
+            self.trace_path = record.get("trace_path")
+
+
+def report(result: Any, *, as_json: bool, quiet: bool) -> int:
+    """Print a run's outcome and return its exit code. The answer goes to stdout only when there is
+    one (with --json the object always prints); a run without one says why in one line on stderr."""
+    failed = not result.answered
     if as_json:
-        out: dict[str, Any] = result.to_dict()
-        typer.echo(json.dumps(out, ensure_ascii=False))
-    else:
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+    elif not failed:
         answer = result.answer
         typer.echo(answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False))
+    where = f"; trace: {result.trace_path}" if result.trace_path else ""
+    turns = f"{result.iterations} turn{'s' if result.iterations != 1 else ''}"
+    if failed:
+        why = result.error or "the run produced no answer"
+        sys.stderr.write(f"rlmx: error: {why} (stopped by {result.stopped_by} after {turns}{where})\n")
+        return EXIT_RUN_ERROR
     if not quiet:
-        where = f"; trace: {result.trace_path}" if result.trace_path else ""
-        sys.stderr.write(f"[rlmx] stopped by {result.stopped_by} after {result.iterations} turns{where}\n")
-        if result.error:
-            sys.stderr.write(f"rlmx: error: {result.error}\n")
-    code = (
-        EXIT_OK
-        if result.stopped_by == "final"
-        else EXIT_RUN_ERROR
-        if result.stopped_by == "error"
-        else EXIT_LIMIT
-    )
+        source = (
+            ""
+            if result.stopped_by == "final"
+            else f"; answer from the forced final reply ({result.answer_source})"
+        )
+        sys.stderr.write(f"[rlmx] stopped by {result.stopped_by} after {turns}{source}{where}\n")
+    return EXIT_OK if result.stopped_by == "final" else EXIT_LIMIT
+
+
+def exit_now(code: int) -> NoReturn:
+    """Exit with `code` without waiting for threads the run left behind: a model call abandoned at the
+    deadline may still sit in a worker thread (a hung DNS lookup, an in-process model), and the
+    interpreter would join it before exiting."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        os._exit(code)
     raise typer.Exit(code)
 
 
