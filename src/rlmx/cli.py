@@ -11,26 +11,33 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from rlmx.commands import RlmxTyper, trace_file
 from rlmx.errors import ConfigError, RLMError
 
 EXIT_OK, EXIT_RUN_ERROR, EXIT_USAGE, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
-app = typer.Typer(
+app = RlmxTyper(
     add_completion=False,
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Recursive Language Models: ask questions about contexts far larger than a model's window.",
+    epilog="Exit codes: 0 answered; 3 answered after a limit stopped the run; 1 run error; "
+    "2 bad usage or configuration. `rlmx` alone prints this help and exits 0.",
 )
 
 
-@app.callback()
-def _root() -> None:
+@app.callback(invoke_without_command=True)
+def _root(ctx: typer.Context) -> None:
     """rlmx command line."""
+    if ctx.invoked_subcommand is None:  # `rlmx` alone: the help, on stdout, and success
+        text = ctx.get_help()  # the rich formatter prints it itself and returns ""
+        if text:
+            typer.echo(text)
+        raise typer.Exit(EXIT_OK)
 
 
 @app.command()
 def ask(
-    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    question: Annotated[str, typer.Argument(help="The question to answer.", metavar="QUESTION")],
     context: Annotated[
         list[str],
         typer.Option(
@@ -74,18 +81,26 @@ def ask(
         list[str], typer.Option(help="Model for one depth, DEPTH=PROVIDER:MODEL; repeatable.")
     ] = [],  # noqa: B006
     max_depth: Annotated[
-        int | None, typer.Option(help="0: no sub-calls; 1: plain sub-calls; 2+: child RLMs. [default: 1]")
+        int | None,
+        typer.Option(help="0: no sub-calls; 1: plain sub-calls; 2-8: child RLMs (default: 1)."),
     ] = None,
-    max_iterations: Annotated[int | None, typer.Option(help="Turns per RLM. [default: 30]")] = None,
+    max_iterations: Annotated[int | None, typer.Option(help="Turns per RLM (default: 30).")] = None,
     max_llm_calls: Annotated[
         int | None,
-        typer.Option(help="Model calls for the whole run (one is kept for the final answer). [default: 200]"),
+        typer.Option(help="Model calls for the whole run; one is kept for the final answer (default: 200)."),
     ] = None,
-    max_total_tokens: Annotated[int | None, typer.Option(help="Tokens for the whole run.")] = None,
-    max_output_tokens: Annotated[int | None, typer.Option(help="Output cap per call.")] = None,
+    max_total_tokens: Annotated[
+        int | None, typer.Option(help="Tokens for the whole run (default: no limit).")
+    ] = None,
+    max_output_tokens: Annotated[
+        int | None, typer.Option(help="Output cap per call (default: the provider's).")
+    ] = None,
     max_cost_usd: Annotated[
         float | None,
-        typer.Option(help="USD for the whole run, enforced before each call from a worst-case estimate."),
+        typer.Option(
+            help="USD for the whole run, enforced before each call from a worst-case estimate "
+            "(default: no limit)."
+        ),
     ] = None,
     price: Annotated[
         list[str],
@@ -97,9 +112,11 @@ def ask(
             "--allow-unknown-price", help="With --max-cost-usd: run even if a model has no known price."
         ),
     ] = False,
-    timeout: Annotated[float | None, typer.Option(help="Seconds for the whole run.")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(help="Seconds for the whole run (default: no limit).")
+    ] = None,
     concurrency: Annotated[
-        int | None, typer.Option(help="Concurrent requests per model. [default: 64]")
+        int | None, typer.Option(help="Concurrent requests per model (default: 64).", min=1)
     ] = None,
     cache: Annotated[
         bool, typer.Option("--cache", help="Answer repeated model requests from a local SQLite cache.")
@@ -108,7 +125,11 @@ def ask(
         Path | None, typer.Option("--config", help="A config file read after ./rlmx.toml (TOML).")
     ] = None,
     trace: Annotated[
-        Path | None, typer.Option(help="Write the trace here (default: a new file in the state dir).")
+        Path | None,
+        typer.Option(
+            help="Write the trace to this file (default: a new file in the state dir).",
+            callback=trace_file,
+        ),
     ] = None,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write a trace.")] = False,
     trace_full: Annotated[
@@ -155,6 +176,8 @@ def ask(
         raise ConfigError(str(exc)) from exc
     sandbox_settings = sandbox_choice(sandbox)
     ctx = context_from_specs(context, include=include, exclude=exclude, gitignore=not no_gitignore)
+    if ctx is not None and not allow_empty_context:
+        ctx.check_usable()  # refused here: the skipped-files line would only repeat the refusal
     skipped = ctx.skipped_summary() if ctx is not None else None
     if skipped:
         sys.stderr.write(f"rlmx: {skipped}\n")  # even with --quiet: it explains what the model saw
@@ -287,7 +310,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     state["debug"] = "--debug" in args
     try:
-        code = app(args=args, standalone_mode=False)
+        code = app(args=args, prog_name="rlmx", standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -301,12 +324,12 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # usage errors from the argument parser, and anything unexpected
         if type(exc).__name__ == "Abort":
             sys.exit(130)
-        if hasattr(exc, "format_message") and hasattr(
-            exc, "exit_code"
-        ):  # click's (or typer's vendored) usage errors
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # the parser's usage errors
             if state["debug"]:
                 raise
-            sys.stderr.write(f"rlmx: {exc.format_message()} (see rlmx --help)\n")
+            command = getattr(getattr(exc, "ctx", None), "command_path", None) or "rlmx"
+            message = " ".join(str(exc.format_message()).split())  # one line, whatever the parser wrote
+            sys.stderr.write(f"rlmx: error: {message} (see `{command} --help`)\n")
             sys.exit(EXIT_USAGE)
         _fail(exc, EXIT_RUN_ERROR)
 

@@ -19,7 +19,7 @@ from rlmx.engine.ledger import Ledger
 from rlmx.engine.node import Node, NodeResult, answer_text
 from rlmx.engine.prompts import SYSTEM_PROMPT_VERSION
 from rlmx.engine.state import Models, Pricer, RunState, check_budget_for_first_call
-from rlmx.errors import ConfigError
+from rlmx.errors import ConfigError, RLMError
 from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import LM
 from rlmx.lm.cache import ResponseCache, open_cache, with_cache
@@ -226,6 +226,7 @@ class RLM:
             meta=meta,
             parent_id=None,
             output=output_spec,
+            check_loaded=None if context is None or self.allow_empty_context else ctx.check_loaded,
         )
         check_budget_for_first_call(state, question, meta, output_spec)
         emitter.emit(
@@ -249,6 +250,11 @@ class RLM:
         try:
             try:
                 result = await self._run_root(root, ledger)
+            except RLMError as exc:  # refused once under way (a context found empty when read)
+                self._end_record(
+                    emitter, root, NodeResult(None, "error", root.iteration, str(exc)), ledger, started
+                )
+                raise
             except (asyncio.CancelledError, KeyboardInterrupt):
                 # Ctrl-C (asyncio.run cancels the run) or a caller's cancellation: the trace still ends
                 self._end_record(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +54,10 @@ class Node:
         node_id: str | None = None,
         output: OutputSpec | None = None,
         batch_id: str | None = None,
+        check_loaded: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.state = state
+        self.check_loaded = check_loaded  # root only: refuses a context found empty once the worker read it
         self.batch_id = batch_id  # the batch (rlm_query_batched) this child belongs to
         self.output = output  # the typed-answer schema (root only)
         self.rejections = 0
@@ -270,6 +273,8 @@ class Node:
             return
         await self._ready()
         stats = getattr(self.sandbox, "context_stats", None)
+        if stats and self.check_loaded is not None:
+            self.check_loaded(stats)  # EmptyContext: nothing usable once read, before any model call
         if stats:
             self.meta = render(stats, note=self.payload.options.get("note"))
 

@@ -28,6 +28,13 @@ def first_line(value: Any, limit: int = LINE_CHARS) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def last_line(value: Any, limit: int = LINE_CHARS) -> str:
+    """The last non-blank line: for a traceback, the exception itself (`ValueError: bad`)."""
+    text = (value.get("text") or value.get("tail") or "") if isinstance(value, dict) else str(value or "")
+    line = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 @dataclass
 class BatchState:
     method: str
@@ -124,7 +131,13 @@ class ProgressState:
     def on_exec(self, r: Record) -> None:
         node = self.nodes.get(str(r.get("parent_id")))
         if node is not None:
-            node.doing = "code failed, asking the model" if r.get("error") else "waiting for the model"
+            failed = f"code failed ({last_line(r.get('error'), 40)}), asking the model"
+            node.doing = failed if r.get("error") else "waiting for the model"
+
+    def on_lm_retry(self, r: Record) -> None:
+        node = self.owner(r.get("parent_id"))
+        if node is not None and r.get("purpose") not in ("llm_query", "fallback"):
+            node.doing = f"retrying the model (attempt {int(r.get('attempt') or 0) + 1}): {r.get('error')}"
 
     def on_batch_start(self, r: Record) -> None:
         self.batches[r["id"]] = BatchState(str(r.get("method")), int(r.get("n") or 0))
@@ -190,12 +203,23 @@ class PlainLines:
             return "; ".join(["started", *(f"warning: {w}" for w in r.get("warnings") or [])])
         if kind == "lm_call" and r.get("purpose") not in ("llm_query", "fallback"):
             tokens = f"{r.get('input_tokens', 0):,} in / {r.get('output_tokens', 0):,} out"
-            status = f"failed: {r.get('error')}" if r.get("error") else f"model replied ({tokens})"
+            attempts = int(r.get("attempts") or 1)
+            tries = f" after {attempts} attempts" if attempts > 1 else ""
+            # the error itself is said once, where the run reports how it ended
+            status = f"model call failed{tries}" if r.get("error") else f"model replied ({tokens})"
             return f"{where} turn {r.get('iteration', '-')}: {status} [{r.get('purpose')}]"
+        if kind == "lm_retry":
+            delay = float(r.get("delay_s") or 0.0)
+            return (
+                f"{where}: {r.get('model')} attempt {r.get('attempt')} failed: {first_line(r.get('error'), 120)}"
+                f"; retrying in {delay:.1f} s"
+            )
         if kind == "exec_start":
             return f"{where} turn {r.get('iteration', '-')}: running code: {first_line(r.get('code'))}"
         if kind == "exec" and r.get("error"):
-            return f"{where}: code failed: {first_line(r.get('error'))}"
+            return f"{where}: code failed: {last_line(r.get('error'), 120)}"
+        if kind == "error" and r.get("depth", 0) == 0 and not r.get("recoverable"):
+            return None  # how the run ended: said once by the caller (the CLI's last line)
         if kind == "batch_start":
             return f"{where}: {r.get('method')} with {r.get('n')} prompts"
         if kind == "batch_end":

@@ -19,7 +19,7 @@ __all__ = [
     "random_faults",
 ]
 
-FAULT_KINDS = ("stall", "invalid_json", "empty_choices", "empty_content", "disconnect")
+FAULT_KINDS = ("stall", "invalid_json", "empty_choices", "empty_content", "disconnect", "trickle")
 
 
 @dataclass
@@ -54,6 +54,12 @@ class Fault:
     def stall(cls, seconds: float) -> Fault:
         """Sleep `seconds` (on top of the latency), then reply normally."""
         return cls("stall", seconds=seconds)
+
+    @classmethod
+    def trickle(cls, interval_s: float = 0.5) -> Fault:
+        """HTTP 200 headers, then one byte of a body every `interval_s`, never finishing (until the
+        client leaves or the server stops): a read timeout never fires, only a deadline ends it."""
+        return cls("trickle", seconds=interval_s)
 
     @classmethod
     def invalid_json(cls) -> Fault:
@@ -133,6 +139,8 @@ def random_faults(
         kind = rng.choice(options)
         if kind.isdigit():
             return Fault.status(int(kind), retry_after=retry_after if kind == "429" else None)
+        if kind == "trickle":
+            return Fault.trickle(stall_s / 4)
         return Fault.stall(stall_s) if kind == "stall" else Fault(kind)
 
     return fault_for

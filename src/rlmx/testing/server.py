@@ -196,6 +196,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(req, 500, f"fault/latency function raised {type(exc).__name__}: {exc}")
         req.fault = fault.label if fault else None
         kind = fault.kind if fault else None
+        if fault and kind == "trickle":
+            return self._trickle(req, fault.seconds)
         delay += fault.seconds if fault else 0.0
         if delay > 0 and owner._stopping.wait(delay):
             kind = "disconnect"  # the server is stopping: drop the request
@@ -220,6 +222,24 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._error(req, 500, f"policy raised {type(exc).__name__}: {exc}")
         self._reply(req, reply, empty_choices=kind == "empty_choices", count=kind in (None, "stall"))
         return None
+
+    def _trickle(self, req: ScriptedRequest, interval_s: float) -> None:
+        """Headers for a long body, then a byte per `interval_s` until the client goes or we stop."""
+        owner = self.server.owner
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(1 << 30))
+        self.end_headers()
+        try:
+            self.wfile.write(b"{")
+            self.wfile.flush()
+            while not owner._stopping.wait(max(interval_s, 0.001)):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+        except OSError:
+            pass  # the client gave up: what this fault is for
+        owner._done(req, None)
+        self.close_connection = True
 
     def _reply(self, req: ScriptedRequest, reply: Reply, *, empty_choices: bool, count: bool) -> None:
         chars = sum(len(m["content"]) for m in req.messages)
