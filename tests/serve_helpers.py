@@ -1,4 +1,5 @@
-"""Helpers for the serve / MCP tests: start `rlmx serve` as a real process, find a REPL worker's host pid."""
+"""Helpers for the serve / MCP tests: start `rlmx serve` as a real process (or its app under uvicorn in a
+thread of the test process), find a REPL worker's host pid."""
 
 from __future__ import annotations
 
@@ -30,6 +31,30 @@ class ServeProcess:
 
     def log(self) -> str:
         return "".join(self.stderr)
+
+
+@contextlib.contextmanager
+def app_in_thread(app: Any) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on 127.0.0.1 in a thread of this process (so a test can hand it test
+    doubles and read its log with caplog); yields the base URL (.../v1); stops it and joins the thread."""
+    import uvicorn
+
+    from rlmx.serve.server import bind
+
+    sock = bind("127.0.0.1", 0)
+    config = uvicorn.Config(app, lifespan="off", log_config=None, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started or not thread.is_alive(), "uvicorn to start in its thread", 30)
+        assert server.started, "uvicorn did not start"
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+        assert not thread.is_alive(), "the uvicorn thread did not stop"
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -84,13 +85,17 @@ def test_disconnect_mid_stream_cancels_the_run_and_kills_its_worker(
     router.sleeping.clear()
     stream = ask(serve, "report pid then sleep", stream=True)
     pid = sleeping_worker(serve, router)
+    trace_id = stream.response.headers["x-rlmx-trace-id"]
     stream.close()  # the client goes away
     wait_until(lambda: not alive(pid), f"REPL worker {pid} to be killed after the client disconnected")
     assert ask(serve, "say hello").choices[0].message.content == "hello from rlmx"  # its run slot is free
+    wait_until(lambda: f"{trace_id} POST /v1/chat/completions 200 " in serve.log(), "the request's log line")
+    assert re.search(f"INFO rlmx serve: {trace_id} .* stopped_by=cancelled\n", serve.log())
 
 
 def test_disconnect_without_streaming_cancels_the_run_too(serve: ServeProcess, router: Router) -> None:
     router.sleeping.clear()
+    cancelled = serve.log().count(" stopped_by=cancelled\n")
 
     async def go() -> int:
         async_client = openai.AsyncOpenAI(base_url=serve.url, api_key=TOKEN, max_retries=0, timeout=120)
@@ -109,3 +114,6 @@ def test_disconnect_without_streaming_cancels_the_run_too(serve: ServeProcess, r
     pid = asyncio.run(go())
     wait_until(lambda: not alive(pid), f"REPL worker {pid} to be killed after the client disconnected")
     assert ask(serve, "say hello").choices[0].message.content == "hello from rlmx"
+    wait_until(
+        lambda: serve.log().count(" stopped_by=cancelled\n") > cancelled, "the cancelled run's log line"
+    )

@@ -1,4 +1,4 @@
-"""Options shared by `rlmx serve` and `rlmx mcp`: how their run profiles are chosen."""
+"""Options shared by `rlmx serve` and `rlmx mcp`: how their run profiles are chosen, the port, the log level."""
 
 from __future__ import annotations
 
@@ -33,10 +33,23 @@ MaxIterations = Annotated[int | None, typer.Option(help="Default profile: turns 
 MaxLlmCalls = Annotated[int | None, typer.Option(help="Default profile: model calls per run. [default: 200]")]
 MaxCostUsd = Annotated[float | None, typer.Option(help="Default profile: USD per run.")]
 Timeout = Annotated[float | None, typer.Option(help="Default profile: seconds per run.")]
+Port = Annotated[
+    int,
+    typer.Option(min=0, max=65535, help="Port, 1-65535 (0: any free port; the URL is printed)."),
+]
 ConfigFile = Annotated[
     Path | None,
     typer.Option("--config", help="A config file read after ./rlmx.toml (TOML); see docs/providers.md."),
 ]
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def check_log_level(value: str) -> str:
+    if value.lower() not in LOG_LEVELS:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(LOG_LEVELS)}")
+    return value.lower()
 
 
 def load_profiles(

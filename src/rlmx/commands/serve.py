@@ -32,7 +32,7 @@ def serve(
     timeout: opts.Timeout = None,
     config_file: opts.ConfigFile = None,
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port (0: any free port; the URL is printed).")] = 8000,
+    port: opts.Port = 8000,
     token: Annotated[
         str | None, typer.Option(help="Bearer token callers must send (default: $RLMX_SERVE_TOKEN).")
     ] = None,
@@ -52,11 +52,21 @@ def serve(
         int, typer.Option(help="Message text parts longer than this many characters become context.")
     ] = 8_000,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write run traces.")] = False,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
+    trace_dir: Annotated[
+        Path | None,
+        typer.Option(help="Folder for the runs' traces (default: $XDG_STATE_HOME/rlmx/serve-traces)."),
+    ] = None,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            help="Server log on stderr: debug, info (a line per request), warning (failures only), error.",
+            callback=opts.check_log_level,
+        ),
+    ] = "info",
 ) -> None:
     """Serve POST /v1/chat/completions and GET /v1/models; each completion is an RLM run."""
     from rlmx.serve.roots import Roots
-    from rlmx.serve.settings import ServeSettings, resolve_token
+    from rlmx.serve.settings import ServeSettings, own_trace_dir, prepare_trace_dir, resolve_token
 
     try:
         import starlette  # noqa: F401
@@ -89,6 +99,7 @@ def serve(
         max_running=max_running,
         max_queued=max_queued,
         trace=not no_trace,
+        trace_dir=own_trace_dir("serve") if no_trace else prepare_trace_dir(trace_dir, "serve"),
     )
     run_server(settings, host=host, port=port, log_level=log_level)
 

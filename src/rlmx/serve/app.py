@@ -2,7 +2,8 @@
 
 A request becomes one RLM run (see rlmx.serve.chat). Runs are bounded by a gate with a queue (429 when
 full); a client that disconnects cancels its run, which kills the run's REPL workers. Every error has
-OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+OpenAI's shape: {"error": {"message", "type", "param", "code"}}; a 500 names only the trace id, and its
+cause goes to the server log (rlmx.serve.logs), never to the client.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import asyncio
 import hmac
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -22,12 +22,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from rlmx.errors import RLMError
+from rlmx.errors import ConfigError, EmptyContext, RLMError
 from rlmx.serve import openai_shapes as shapes
 from rlmx.serve.chat import BadRequest, RunRequest, parse_chat_request
 from rlmx.serve.jobs import Busy, RunGate, RunJob
-from rlmx.serve.roots import PathRefused, as_context
-from rlmx.serve.settings import ServeSettings
+from rlmx.serve.logs import RequestLog, RequestRecord, log, record_of
+from rlmx.serve.roots import PathRefused, usable_context
+from rlmx.serve.settings import ServeSettings, trace_file
 
 DRAIN_CAP = 64 * 2**20  # an oversized body is read (and dropped) up to this, so the client sees the 413
 TRACE_HEADER = "x-rlmx-trace-id"
@@ -63,9 +64,12 @@ async def wait_for_disconnect(receive: Receive) -> None:
 class RunStream(StreamingResponse):
     """Server-sent events for one run; the run is cancelled when the client goes away mid-stream."""
 
-    def __init__(self, chunks: AsyncIterator[bytes], job: RunJob, headers: dict[str, str]) -> None:
+    def __init__(
+        self, chunks: AsyncIterator[bytes], job: RunJob, headers: dict[str, str], record: RequestRecord
+    ) -> None:
         super().__init__(chunks, media_type="text/event-stream", headers=headers)
         self.job = job
+        self.record = record
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -82,6 +86,8 @@ class RunStream(StreamingResponse):
                 group.start_soon(stream)
                 group.start_soon(listen)
         finally:
+            if not self.job.task.done():
+                self.record.stopped_by = "cancelled"  # the client went away
             with anyio.CancelScope(shield=True):
                 await self.job.cancel()
 
@@ -141,7 +147,7 @@ class ChatService:
             )
         if run.paths:
             docs.extend(self.settings.roots.load(run.paths, max_bytes=budget))
-        return as_context(docs)
+        return usable_context(docs, given=[d["path"] for d in run.documents] + run.paths)
 
     # --- endpoints ------------------------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
@@ -191,16 +197,19 @@ class ChatService:
         except PathRefused as exc:
             ticket.close()
             raise ApiError(exc.status, str(exc), code=PATH_CODES.get(exc.status), param="rlmx.paths") from exc
+        except EmptyContext as exc:
+            ticket.close()
+            raise ApiError(400, str(exc), code="empty_context") from exc
         except BaseException:
             ticket.close()
             raise
-        run_id = uuid.uuid4().hex[:12]
+        record = record_of(request.scope)
+        run_id = record.id  # the request id is the run id, so the log line and the trace share it
         settings = self.settings
+        trace = trace_file(settings.trace_dir, run_id) if settings.trace else False
 
         def make_rlm(sink: Callable[[dict[str, Any]], None]) -> Any:
-            return run.profile.rlm(
-                limits=run.limits, on_event=sink, trace=settings.trace, sandbox=settings.sandbox
-            )
+            return run.profile.rlm(limits=run.limits, on_event=sink, trace=trace, sandbox=settings.sandbox)
 
         job = RunJob(
             make_rlm,
@@ -213,16 +222,19 @@ class ChatService:
         )
         headers = {TRACE_HEADER: run_id}
         if run.stream:
-            return RunStream(self.chunks(job, run), job, {**headers, "cache-control": "no-cache"})
-        return await self.complete(request, job, run, headers)
+            return RunStream(
+                self.chunks(job, run, record), job, {**headers, "cache-control": "no-cache"}, record
+            )
+        return await self.complete(request, job, run, headers, record)
 
     async def complete(
-        self, request: Request, job: RunJob, run: RunRequest, headers: dict[str, str]
+        self, request: Request, job: RunJob, run: RunRequest, headers: dict[str, str], record: RequestRecord
     ) -> Response:
         watcher = asyncio.create_task(wait_for_disconnect(request.receive))
         try:
             await asyncio.wait({job.task, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if not job.task.done():  # the client went away: stop the run, free its workers
+                record.stopped_by = "cancelled"  # the client went away
                 await job.cancel()
                 return Response(status_code=499)
         finally:
@@ -233,16 +245,29 @@ class ChatService:
         try:
             result = job.task.result()
         except RLMError as exc:
-            raise ApiError(400, str(exc), headers=headers) from exc
+            raise self.start_error(exc, record, headers) from exc
+        record.stopped_by = result.stopped_by
         problem = shapes.failure(result, run.output is not None)
         if problem is not None:
-            status, code, message = problem
-            body = shapes.error_body(status, message, code=code, rlmx=shapes.run_info(result))
-            return JSONResponse(body, status_code=status, headers=headers)
+            record.failed(result.stopped_by, f"{problem.code}: {problem.detail}")
+            return JSONResponse(
+                shapes.failure_body(problem, result), status_code=problem.status, headers=headers
+            )
         body = shapes.completion(result, run.profile.served_name, int(time.time()))
         return JSONResponse(body, headers=headers)
 
-    async def chunks(self, job: RunJob, run: RunRequest) -> AsyncIterator[bytes]:
+    @staticmethod
+    def start_error(exc: RLMError, record: RequestRecord, headers: dict[str, str]) -> ApiError:
+        """A run that raised instead of returning a result: a usage error (a ConfigError, e.g. a context
+        with no usable text) is the client's 400; anything else is a generic 500, explained in the log."""
+        if isinstance(exc, ConfigError):
+            record.failed(None, f"refused: {exc}")
+            code = "empty_context" if isinstance(exc, EmptyContext) else None
+            return ApiError(400, str(exc), code=code, headers=headers)
+        record.failed("error", f"{type(exc).__name__}: {exc}")
+        return ApiError(500, f"internal error; trace id {record.id}", code="internal_error", headers=headers)
+
+    async def chunks(self, job: RunJob, run: RunRequest, record: RequestRecord) -> AsyncIterator[bytes]:
         created, model, run_id = int(time.time()), run.profile.served_name, job.run_id
         accepted = {"event": "accepted", "trace_id": run_id}
         yield shapes.sse(
@@ -253,13 +278,21 @@ class ChatService:
         try:
             result = await job.task
         except RLMError as exc:
-            yield shapes.sse(shapes.error_body(400, str(exc)))
+            error = self.start_error(exc, record, {})
+            yield shapes.sse(shapes.error_body(error.status, error.message, code=error.code))
             yield shapes.sse("[DONE]")
             return
+        except Exception as exc:  # the stream has started: the client gets the generic error chunk
+            record.failed("error", f"{type(exc).__name__}: {exc}")
+            log.error("run %s failed with an unexpected error", run_id, exc_info=exc)
+            yield shapes.sse(shapes.internal_error_body(run_id))
+            yield shapes.sse("[DONE]")
+            return
+        record.stopped_by = result.stopped_by
         problem = shapes.failure(result, run.output is not None)
         if problem is not None:
-            status, code, message = problem
-            yield shapes.sse(shapes.error_body(status, message, code=code, rlmx=shapes.run_info(result)))
+            record.failed(result.stopped_by, f"{problem.code}: {problem.detail}")
+            yield shapes.sse(shapes.failure_body(problem, result))
             yield shapes.sse("[DONE]")
             return
         yield shapes.sse(shapes.chunk(run_id, model, created, {"content": shapes.answer_content(result)}))
@@ -294,11 +327,18 @@ async def not_found(request: Request, exc: Exception) -> Response:
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:
-    message = f"internal error: {type(exc).__name__}: {exc}"
-    return JSONResponse(shapes.error_body(500, message, code="internal_error"), status_code=500)
+    """An unexpected exception: the client gets the request id only; RequestLog logs the traceback."""
+    record = record_of(request.scope)
+    record.failed(None, f"{type(exc).__name__}: {exc}")
+    return JSONResponse(shapes.internal_error_body(record.id), status_code=500)
 
 
-def create_app(settings: ServeSettings) -> Starlette:
+def create_app(settings: ServeSettings) -> RequestLog:
+    """The app, wrapped in the request log (which gives each request its id)."""
+    return RequestLog(create_routes(settings))
+
+
+def create_routes(settings: ServeSettings) -> Starlette:
     service = ChatService(settings)
     routes = [
         Route("/v1/chat/completions", guarded(service.chat), methods=["POST"]),

@@ -54,6 +54,8 @@ class RunRequest:
 def parse_chat_request(body: Any, profiles: dict[str, Profile], *, threshold: int) -> RunRequest:
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
+    if body.get("model") is not None and not isinstance(body["model"], str):
+        raise BadRequest("model must be a string, e.g. rlmx/NAME", param="model")
     try:
         profile = find_profile(profiles, body.get("model"))
     except ConfigError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from rlmx.rlm import RunResult
@@ -50,6 +51,13 @@ def error_body(
     return body
 
 
+def internal_error_body(
+    trace_id: str, message: str = "internal error", code: str = "internal_error"
+) -> dict[str, Any]:
+    """A 500 that tells the client nothing of the cause, only the id to quote (the server log has the rest)."""
+    return error_body(500, f"{message}; trace id {trace_id}", code=code)
+
+
 def usage_of(usage: dict[str, Any]) -> dict[str, Any]:
     """The whole run tree's tokens in OpenAI's usage shape."""
     prompt = int(usage.get("input_tokens", 0))
@@ -84,22 +92,37 @@ def finish_reason(result: RunResult) -> str:
     return "stop" if result.stopped_by == "final" else "length"
 
 
-def failure(result: RunResult, typed: bool) -> tuple[int, str, str] | None:
-    """(status, code, message) when the run gives no usable answer; None when it does."""
+@dataclass
+class Failure:
+    """A run that gave no usable answer: what the client is told, and the detail for the server log."""
+
+    status: int
+    code: str
+    message: str  # for the client: no internal detail in a 500
+    detail: str  # for the server log
+
+
+def failure(result: RunResult, typed: bool) -> Failure | None:
+    """How a run that gives no usable answer is answered; None when it gives one."""
     if typed and result.parsed is None and result.answer is not None:
-        return 422, "output_validation_failed", result.error or "the answer did not match the output schema"
+        message = result.error or "the answer did not match the output schema"
+        return Failure(422, "output_validation_failed", message, message)
+    detail = result.error or "no detail"
     if result.stopped_by == "error":
-        message = result.error or "the run failed"
-        if "model call failed" in message or "answer call failed" in message:
-            return 502, "upstream_model_error", message
-        return 500, "run_failed", message
+        if "model call failed" in detail or "answer call failed" in detail:
+            return Failure(502, "upstream_model_error", detail, detail)
+        return Failure(500, "run_failed", f"internal error; trace id {result.run_id}", detail)
     if result.answer is None:
-        return (
-            500,
-            "no_answer",
-            f"the run ended by {result.stopped_by} without an answer: {result.error or ''}".rstrip(": "),
-        )
+        message = f"the run ended by {result.stopped_by} without an answer; trace id {result.run_id}"
+        return Failure(500, "no_answer", message, detail)
     return None
+
+
+def failure_body(problem: Failure, result: RunResult) -> dict[str, Any]:
+    info = run_info(result)
+    if problem.status >= 500 and problem.status != 502:
+        info["error"] = None  # the detail stays in the server log and the trace
+    return error_body(problem.status, problem.message, code=problem.code, rlmx=info)
 
 
 def completion(result: RunResult, model: str, created: int) -> dict[str, Any]:

@@ -133,7 +133,7 @@ class Profile:
         *,
         limits: Limits | None = None,
         on_event: Any = None,
-        trace: bool = True,
+        trace: bool | str | Path = True,
         sandbox: SandboxSettings | None = None,
     ) -> RLM:
         models = self.models()

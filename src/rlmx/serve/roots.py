@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
-from rlmx.errors import ConfigError, RLMError
+from rlmx.errors import ConfigError, EmptyContext, RLMError
 
 
 class PathRefused(RLMError):
@@ -140,6 +140,22 @@ def _read_text(path: Path, budget: _Budget) -> str | None:
     if b"\x00" in data[:8192]:
         return None
     return data.decode("utf-8", errors="replace")
+
+
+def usable_context(docs: list[dict[str, Any]], *, given: list[str]) -> Any:
+    """`as_context(docs)`, refused with EmptyContext when the caller gave a context (`given`: the names of
+    its message parts, inline texts and paths) and none of it holds text: empty or blank files and texts,
+    a folder of binary or hidden files. Checked here, with the caller's names, because the server reads
+    the files itself: the engine would see only the texts, or nothing at all."""
+    if not given or any(doc["text"].strip() for doc in docs):
+        return as_context(docs)
+    names = ", ".join(given[:5]) + (f" and {len(given) - 5} more" if len(given) > 5 else "")
+    why = (
+        "every file and text in it is empty or only whitespace"
+        if docs
+        else "no text file was found (binary, hidden and empty files are skipped)"
+    )
+    raise EmptyContext(f"the context ({names}) holds no usable text: {why}; name files with text in them")
 
 
 def as_context(docs: list[dict[str, Any]]) -> Any:

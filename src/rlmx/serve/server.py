@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import socket
 import sys
 
@@ -17,31 +19,45 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+    except OverflowError as exc:  # a port out of range, from a caller that skipped the option's check
+        sock.close()
+        raise ConfigError(f"--port {port}: a port is 1-65535 (0: any free port)") from exc
     except OSError as exc:
         sock.close()
-        raise ConfigError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port"
-        ) from exc
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: the port is already in use; pick another --port "
+                "(0: any free port) or stop what is listening there"
+            ) from exc
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
 
 
-def run_server(settings: ServeSettings, *, host: str, port: int, log_level: str = "warning") -> None:
-    """Serve until interrupted. Prints one line with the base URL on stderr once listening."""
+def uvicorn_level(level: str) -> str:
+    """uvicorn speaks from warnings up: rlmx's request log replaces its access log and start-up lines."""
+    return level if logging.getLevelName(level.upper()) >= logging.WARNING else "warning"
+
+
+def run_server(settings: ServeSettings, *, host: str, port: int, log_level: str = "info") -> None:
+    """Serve until interrupted. Prints one line with the base URL on stderr once listening; then the
+    request log (rlmx.serve.logs) at `log_level`."""
     import uvicorn
 
     from rlmx.serve.app import create_app
+    from rlmx.serve.logs import configure_logging
 
+    configure_logging(log_level)
     sock = bind(host, port)
     actual_port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     config = uvicorn.Config(
         create_app(settings),
-        log_level=log_level,
+        log_level="debug" if log_level == "debug" else uvicorn_level(log_level),
         lifespan="off",
         timeout_graceful_shutdown=10,
-        access_log=log_level in ("info", "debug"),
+        access_log=False,
     )
     server = uvicorn.Server(config)
     names = ", ".join(p.served_name for p in settings.profiles.values())

@@ -5,13 +5,43 @@ from __future__ import annotations
 import ipaddress
 import os
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 
+from rlmx.engine.events import default_trace_dir
 from rlmx.errors import ConfigError
 from rlmx.sandbox.base import SandboxSettings
 from rlmx.serve.profiles import Profile
 from rlmx.serve.roots import Roots
 
 TOKEN_ENV = "RLMX_SERVE_TOKEN"
+
+
+def own_trace_dir(kind: str) -> Path:
+    """Where a server's runs write their traces unless told otherwise: a folder of its own beside
+    `rlmx ask`'s (`$XDG_STATE_HOME/rlmx/serve-traces`, `.../mcp-traces`), so that what one kind of caller
+    can read (the MCP `trace` tool) holds none of the runs of others."""
+    return default_trace_dir().parent / f"{kind}-traces"
+
+
+def trace_file(trace_dir: Path, run_id: str) -> Path:
+    """A run's trace file, named like the engine's own: `<UTC time>-<run id>.jsonl`."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return trace_dir / f"{stamp}-{run_id}.jsonl"
+
+
+def prepare_trace_dir(path: Path | None, kind: str) -> Path:
+    """The trace folder (`--trace-dir`, else the server's own), made now and readable by its owner only,
+    so a folder that cannot be written fails at start-up rather than at the first run."""
+    folder = (path.expanduser() if path is not None else own_trace_dir(kind)).resolve()
+    try:
+        if not folder.exists():
+            folder.mkdir(mode=0o700, parents=True)
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            raise ConfigError(f"--trace-dir {folder}: not a folder this user can write in")
+    except OSError as exc:
+        raise ConfigError(f"--trace-dir {folder}: cannot create it: {exc.strerror or exc}") from exc
+    return folder
 
 
 @dataclass
@@ -25,6 +55,7 @@ class ServeSettings:
     max_running: int = 2
     max_queued: int = 8
     trace: bool = True
+    trace_dir: Path = field(default_factory=lambda: own_trace_dir("serve"))
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
 
     def __post_init__(self) -> None:
