@@ -241,7 +241,12 @@ def report(result: Any, *, as_json: bool, quiet: bool) -> int:
     turns = f"{result.iterations} turn{'s' if result.iterations != 1 else ''}"
     if failed:
         why = result.error or "the run produced no answer"
-        sys.stderr.write(f"rlmx: error: {why} (stopped by {result.stopped_by} after {turns}{where})\n")
+        how = (
+            f"after {turns}"
+            if why.startswith("stopped by")
+            else f"stopped by {result.stopped_by} after {turns}"
+        )
+        sys.stderr.write(f"rlmx: error: {why} ({how}{where})\n")
         return EXIT_RUN_ERROR
     if not quiet:
         source = (

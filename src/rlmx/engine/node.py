@@ -299,20 +299,7 @@ class Node:
     async def _compact(self) -> None:
         old = self.history.turns_to_condense()
         digest = "\n\n".join(f"[{m['role']}]\n{str(m['content'])[:4000]}" for m in old)
-        ask = [
-            {
-                "role": "system",
-                "content": "You condense the working notes of an agent exploring data with code.",
-            },
-            {
-                "role": "user",
-                "content": (
-                    f"Question being worked on: {self.question}\n\nPrevious summary:\n{self.history.summary or '(none)'}"
-                    f"\n\nNew turns:\n{digest}\n\nWrite a concise running summary: key findings, numbers, variable "
-                    "names holding results, and what remains to do."
-                ),
-            },
-        ]
+        ask = prompts.compaction_request(self.question, self.history.summary, digest)
         summary: str | None = None
         try:
             summary = (
@@ -344,7 +331,7 @@ class Node:
             reply = await self._call(self.history.view(), purpose="final", final=self.depth == 0, extra=[ask])
         except BudgetExhausted as exc:
             why = "no time" if exc.limit == "timeout" else "no model call or budget"
-            return self._finish(None, reason, f"stopped by {reason}; {why} left for a final answer")
+            return self._finish(None, reason, f"stopped by {reason}; {why} left for a final answer ({exc})")
         except ModelError as exc:
             return self._finish(None, reason, f"stopped by {reason}; the final answer's call failed: {exc}")
         self.history.append(ask)

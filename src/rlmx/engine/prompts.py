@@ -71,3 +71,10 @@ NO_CODE = (
     "Your reply had no ```repl code block and no FINAL(...) line. Write code to explore the context, "
     "or finish with FINAL(answer) / FINAL_VAR(name)."
 )
+
+
+def compaction_request(question: str, summary: str | None, new_turns: str) -> list[dict[str, str]]:
+    """The messages asking a model to fold older turns into the running summary (prompts/compaction.md)."""
+    system, user = load("compaction.md").split("\n---\n", 1)
+    text = fill(user, question=question, summary=summary or "(none)", new_turns=new_turns)
+    return [{"role": "system", "content": system.strip()}, {"role": "user", "content": text.strip()}]

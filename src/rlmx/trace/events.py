@@ -137,6 +137,7 @@ class RunEnd(Event):
     iterations: int = 0
     error: str | None = None
     elapsed_s: float = 0.0
+    answer_source: str = "none"  # final | final_var | prose | none (traces before it: "none")
 
     @property
     def answer(self) -> str | None:
@@ -148,6 +149,7 @@ class Final(Event):
     TYPE: ClassVar[str] = "final"
     stopped_by: str = ""
     error: str | None = None
+    answer_source: str = "none"
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
