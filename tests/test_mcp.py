@@ -36,6 +36,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (base / "project" / "src").mkdir()
     (base / "project" / "src" / "main.py").write_text("print('hi')\n")
     (base / "secret.txt").write_text("outside the root")
+    (base / "project" / "void").mkdir()
+    (base / "project" / "void" / "empty.txt").write_text("")
+    (base / "project" / "void" / "image.bin").write_bytes(b"\x89PNG\x00\x00" * 50)
     return base
 
 
@@ -177,3 +180,86 @@ def test_streamable_http_transport_on_loopback(model_server: ScriptedServer, roo
         timeout=60,
     )
     assert refused.returncode == 2 and "loopback only" in refused.stderr
+
+
+def fake_trace(folder: Path, run_id: str, question: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"20261201T000000-{run_id}.jsonl"
+    path.write_text(json.dumps({"type": "run_start", "run_id": run_id, "question": question}) + "\n")
+    return path
+
+
+def test_the_trace_tool_reads_only_the_mcp_servers_own_trace_folder(
+    model_server: ScriptedServer, root: Path
+) -> None:
+    state = root / "state" / "rlmx"
+    served = fake_trace(state / "serve-traces", "5e5e5e5e5e5e", "another caller's question")
+    asked = fake_trace(state / "traces", "a5a5a5a5a5a5", "a question from rlmx ask")
+    (state / "mcp-traces").mkdir(parents=True, exist_ok=True)
+    link = state / "mcp-traces" / "20261201T000000-1c1c1c1c1c1c.jsonl"
+    link.symlink_to(served)  # a link out of the folder is not followed
+
+    async def body(client: Client) -> list[mcp_types.CallToolResult]:
+        answer = await client.call_tool("ask", {"question": "say hello"})
+        calls = [answer, await client.call_tool("trace", {})]
+        for run in ["5e5e5e5e5e5e", "a5a5a5a5a5a5", "1c1c1c1c1c1c", str(served), link.name, str(asked)]:
+            calls.append(await client.call_tool("trace", {"run": run}))
+        return calls
+
+    answer, listing, *refused = session(model_server, root, body)
+    trace_path = Path(text_of(answer).split("trace: ", 1)[1].strip())
+    assert trace_path.parent == state / "mcp-traces"  # the MCP server's runs go to its own folder
+    listed = text_of(listing)
+    assert trace_path.name in listed and "another caller" not in listed and "rlmx ask" not in listed
+    assert "1c1c1c1c1c1c" not in listed
+    for result in refused:
+        assert result.is_error, text_of(result)
+        assert "another caller" not in text_of(result) and "from rlmx ask" not in text_of(result)
+    assert [bool(re.search(r"no trace (with run id|file)|only traces in", text_of(r))) for r in refused] == [
+        True
+    ] * len(refused)
+
+
+def test_trace_dir_option_moves_the_folder_the_tools_use(
+    model_server: ScriptedServer, root: Path, tmp_path: Path
+) -> None:
+    params = server_params(model_server, root, "--trace-dir", str(tmp_path / "mine"))
+
+    async def go() -> tuple[mcp_types.CallToolResult, mcp_types.CallToolResult]:
+        async with Client(params, read_timeout_seconds=120) as client:
+            answer = await client.call_tool("ask", {"question": "say hello"})
+            return answer, await client.call_tool("trace", {})
+
+    answer, listing = asyncio.run(go())
+    trace_path = Path(text_of(answer).split("trace: ", 1)[1].strip())
+    assert trace_path.parent == tmp_path / "mine" and trace_path.name in text_of(listing)
+    assert str(tmp_path / "mine") in text_of(listing)
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        ({"paths": ["void/empty.txt"]}, "every file and text in it is empty or only whitespace"),
+        ({"paths": ["void"]}, "every file and text in it is empty or only whitespace"),
+        ({"paths": ["void/image.bin"]}, "is a binary file"),
+        ({"text": "  \n "}, "every file and text in it is empty or only whitespace"),
+    ],
+    ids=["empty-file", "folder-of-empty-and-binary", "binary-file", "blank-text"],
+)
+def test_a_context_with_no_usable_text_is_a_tool_error_before_any_model_call(
+    model_server: ScriptedServer, root: Path, args: dict[str, Any], why: str
+) -> None:
+    model_server.reset()
+    result = session(
+        model_server, root, lambda c: c.call_tool("ask", {"question": "list the documents", **args})
+    )
+    assert result.is_error and why in text_of(result), text_of(result)
+    assert len(text_of(result).splitlines()) == 1
+    assert model_server.requests == []  # refused before any model call
+
+
+def test_an_http_port_out_of_range_is_a_usage_error() -> None:
+    command = [sys.executable, "-m", "rlmx.cli", "mcp", "--transport", "http", "--port", "70000"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "--port" in done.stderr and "65535" in done.stderr

@@ -2,12 +2,15 @@
 
 `ask` runs an RLM over files and folders under the allowed roots (`--root DIR`; where the client declares
 MCP roots, only their intersection with these) and returns the answer, a usage line and the trace path,
-with progress notifications while it runs. `trace` lists recent runs or summarises one.
+with progress notifications while it runs. `trace` lists recent runs or summarises one, from this
+server's own trace folder only (`--trace-dir`, default `$XDG_STATE_HOME/rlmx/mcp-traces`): the runs of
+`rlmx ask` and `rlmx serve` go elsewhere, so a client cannot read other callers' questions and answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,12 +22,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 import rlmx
-from rlmx.engine.events import default_trace_dir
 from rlmx.errors import ConfigError, RLMError
 from rlmx.sandbox.base import SandboxSettings
 from rlmx.serve.profiles import Profile, find_profile
 from rlmx.serve.progress import ProgressTracker, usage_line
-from rlmx.serve.roots import PathRefused, Roots, as_context
+from rlmx.serve.roots import PathRefused, Roots, usable_context
+from rlmx.serve.settings import own_trace_dir, trace_file
 from rlmx.serve.trace_text import describe_trace, find_trace, recent_traces
 
 INSTRUCTIONS = (
@@ -43,7 +46,7 @@ class McpSettings:
     max_running: int = 2
     trace: bool = True
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
-    trace_dir: Path = field(default_factory=default_trace_dir)
+    trace_dir: Path = field(default_factory=lambda: own_trace_dir("mcp"))
 
 
 def client_roots(ctx: Context) -> ListRoots | None:
@@ -75,7 +78,7 @@ class RlmxTools:
         return self.settings.roots.narrowed(dirs) if dirs else self.settings.roots
 
     def load(self, roots: Roots, paths: list[str], text: str | None) -> Any:
-        docs = [{"path": "text", "text": text}] if text else []
+        docs = [{"path": "text", "text": text}] if text else []  # "" is taken as no text at all
         budget = self.settings.max_context_bytes - len(text or "")
         if paths:
             if not roots.dirs and self.settings.roots.dirs:
@@ -83,7 +86,7 @@ class RlmxTools:
                     "none of the server's roots lies inside the roots this client declared", 403
                 )
             docs.extend(roots.load(paths, max_bytes=max(budget, 0)))
-        return as_context(docs)
+        return usable_context(docs, given=(["text"] if text else []) + paths)
 
     async def ask(
         self,
@@ -133,12 +136,12 @@ class RlmxTools:
                 await ctx.report_progress(step, None, message)
 
         reporter = asyncio.create_task(report())
+        run_id = uuid.uuid4().hex[:12]
+        trace_to = trace_file(self.settings.trace_dir, run_id) if self.settings.trace else False
         try:
             async with self.slots:
-                rlm = profile.rlm(
-                    limits=limits, on_event=sink, trace=self.settings.trace, sandbox=self.settings.sandbox
-                )
-                result = await rlm.arun(question, context)
+                rlm = profile.rlm(limits=limits, on_event=sink, trace=trace_to, sandbox=self.settings.sandbox)
+                result = await rlm.arun(question, context, run_id=run_id)
         except RLMError as exc:
             raise ToolError(str(exc)) from exc
         finally:
@@ -160,7 +163,8 @@ class RlmxTools:
         ] = None,
         turns: Annotated[bool, Field(description="Also list the root's turns and the code it ran.")] = False,
     ) -> str:
-        """List recent rlmx runs, or summarise one: question, answer, why it stopped, usage, the RLM tree."""
+        """List this server's recent rlmx runs, or summarise one: question, answer, why it stopped, usage,
+        the RLM tree."""
         trace_dir = self.settings.trace_dir
         try:
             if not run:

@@ -31,17 +31,26 @@ def mcp(
     max_running: Annotated[int, typer.Option(help="Runs at once; more calls wait.")] = 2,
     max_context_bytes: Annotated[int, typer.Option(help="Largest context per run.")] = 512 * 2**20,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write run traces.")] = False,
+    trace_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder for the runs' traces, the only one the trace tool reads "
+            "(default: $XDG_STATE_HOME/rlmx/mcp-traces)."
+        ),
+    ] = None,
     transport: Annotated[
         str, typer.Option(help="stdio, or http (streamable HTTP, loopback only).")
     ] = "stdio",
     host: Annotated[
         str, typer.Option(help="With --transport http: the address (loopback only).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="With --transport http: the port.")] = 8765,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="With --transport http: the port (0: any free port).")
+    ] = 8765,
 ) -> None:
     """Serve the MCP tools `ask` (an RLM run over files under --root) and `trace` (summarise a run)."""
     from rlmx.serve.roots import Roots
-    from rlmx.serve.settings import is_loopback
+    from rlmx.serve.settings import is_loopback, prepare_trace_dir
 
     try:
         from rlmx.mcp_server import McpSettings, build_server
@@ -74,6 +83,7 @@ def mcp(
         max_context_bytes=max_context_bytes,
         max_running=max_running,
         trace=not no_trace,
+        trace_dir=prepare_trace_dir(trace_dir, "mcp"),
     )
     server = build_server(settings)
     if transport == "stdio":

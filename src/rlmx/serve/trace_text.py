@@ -1,6 +1,7 @@
 """Traces as short text for remote callers (the MCP `trace` tool): find one, list recent ones, summarise.
 
-Only files in the trace directory are read, so a caller cannot use this to read other files.
+Only files in the given trace folder are read (a symlink leading out of it is not followed), so a caller
+cannot use this to read other files, nor the traces of other servers (each has a folder of its own).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ def find_trace(spec: str, trace_dir: Path) -> Path:
     spec = spec.strip()
     base = trace_dir.resolve()
     if RUN_ID.match(spec):
-        matches = sorted(base.glob(f"*-{spec}.jsonl"))
+        matches = sorted(p for p in base.glob(f"*-{spec}.jsonl") if _in_folder(p, base))
         if matches:
-            return matches[-1]
+            return matches[-1].resolve()
         raise ConfigError(f"no trace with run id {spec!r} in {base}")
     name = Path(spec).name
     if spec != name and Path(spec).resolve().parent != base:
@@ -34,8 +35,16 @@ def find_trace(spec: str, trace_dir: Path) -> Path:
     return candidate
 
 
+def _in_folder(path: Path, base: Path) -> bool:
+    """A regular file that really lies in `base` (a symlink leading out of it does not count)."""
+    real = path.resolve()
+    return real.parent == base and real.is_file()
+
+
 def recent_traces(trace_dir: Path, limit: int = 10) -> str:
-    files = sorted(trace_dir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:limit]
+    base = trace_dir.resolve()
+    found = [p for p in base.glob("*.jsonl") if _in_folder(p, base)]
+    files = sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)[:limit]
     if not files:
         return f"no traces yet in {trace_dir}"
     lines = [f"{len(files)} most recent traces in {trace_dir}:"]
