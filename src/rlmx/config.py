@@ -116,9 +116,14 @@ class Config:
         concurrency: int | None = None,
         api_key: str | None = None,
     ) -> ModelOptions:
-        """How to reach the model `spec`: its provider's section, overridden by the given options."""
+        """How to reach the model `spec`: its provider's section, overridden by the given options.
+        `concurrency` None means not given (the section's, else the default); below 1 is refused."""
         settings = self.providers.get(spec.split(":", 1)[0], {})
         defaults = ModelOptions()
+        if concurrency is not None and concurrency < 1:
+            raise ConfigError(
+                f"concurrency must be at least 1 (requests in flight per model), got {concurrency}"
+            )
         retry = RetryPolicy(
             max_attempts=settings.get("max_attempts", defaults.retry.max_attempts),
             base_delay_s=settings.get("retry_base_delay_s", defaults.retry.base_delay_s),
@@ -127,7 +132,9 @@ class Config:
         return ModelOptions(
             base_url=base_url or settings.get("base_url"),
             api_key=api_key or self.api_key(spec.split(":", 1)[0]),
-            concurrency=concurrency or settings.get("concurrency", defaults.concurrency),
+            concurrency=concurrency
+            if concurrency is not None
+            else settings.get("concurrency", defaults.concurrency),
             timeout_s=float(settings.get("timeout_s", defaults.timeout_s)),
             extra={k: str(v) for k, v in settings.items() if k in PROVIDER_EXTRA_KEYS},
             retry=retry,
@@ -247,6 +254,8 @@ def _check(data: dict[str, Any], path: Path) -> None:
         for key, kind in PROVIDER_KEYS.items():
             if key in settings and (not isinstance(settings[key], kind) or isinstance(settings[key], bool)):
                 raise ConfigError(f"{where}: {key} has the wrong type ({type(settings[key]).__name__})")
+        if settings.get("concurrency", 1) < 1:
+            raise ConfigError(f"{where}: concurrency must be at least 1, got {settings['concurrency']}")
 
 
 def _merge(into: dict[str, Any], data: dict[str, Any]) -> None:
