@@ -14,7 +14,10 @@ def register(app: typer.Typer) -> None:
 
 
 def view(
-    trace: Annotated[Path, typer.Argument(help="A JSONL trace written by rlmx (see `rlmx ask --trace`).")],
+    trace: Annotated[
+        Path,
+        typer.Argument(help="A JSONL trace written by rlmx (see `rlmx ask --trace`).", metavar="TRACE"),
+    ],
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Where to write the report (default: TRACE.html).")
     ] = None,
@@ -27,9 +30,17 @@ def view(
     from rlmx.errors import ConfigError
     from rlmx.view import write_report
 
+    if trace.is_dir():
+        raise ConfigError(f"{trace} is a folder; pass one .jsonl trace file in it")
     if not trace.is_file():
         raise ConfigError(f"no trace file at {trace}; pass the .jsonl path that `rlmx ask` printed")
-    target = write_report(trace, output, run=run)
+    try:
+        target = write_report(trace, output, run=run)
+    except UnicodeDecodeError as exc:  # a binary file (an image, an archive, a compressed trace)
+        raise ConfigError(
+            f"{trace} is not a JSONL trace (byte {exc.start} is not UTF-8 text); "
+            "pass the .jsonl path that `rlmx ask` printed"
+        ) from None
     sys.stderr.write(f"[rlmx] report written to {target}\n")
     typer.echo(str(target))
     if open_:
