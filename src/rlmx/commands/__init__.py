@@ -1,3 +1,71 @@
-"""Sub-commands of `rlmx` beyond `ask`. Each module defines `register(app)` and imports heavy things lazily."""
+"""Sub-commands of `rlmx` beyond `ask`. Each module defines `register(app)` and imports heavy things lazily.
+
+Also the help as a user reads it: `RlmxTyper` makes every command show flags as plain flags (no
+`<bool>` value placeholder) and arguments as `QUESTION` in the usage line (not `{question}`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup
 
 COMMAND_MODULES = ("view", "serve", "mcp", "eval")
+
+_BRACED = re.compile(r"^\{(.+)\}(\.\.\.)?$")
+
+
+def _plain_flags(params: list[Any]) -> list[Any]:
+    """Flags take no value, so their help shows none: an empty metavar replaces the `<bool>` type."""
+    for param in params:
+        if getattr(param, "is_flag", False) and getattr(param, "metavar", "") is None:
+            param.metavar = ""
+    return params
+
+
+def _plain_usage(pieces: list[str]) -> list[str]:
+    """`{QUESTION}` -> `QUESTION`: a required argument is written as itself, optional ones keep [ ]."""
+    out = []
+    for piece in pieces:
+        match = _BRACED.match(piece)
+        out.append(f"{match.group(1)}{match.group(2) or ''}" if match else piece)
+    return out
+
+
+class RlmxCommand(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_flags(super().get_params(ctx))
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return _plain_usage(super().collect_usage_pieces(ctx))
+
+
+class RlmxGroup(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_flags(super().get_params(ctx))
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return _plain_usage(super().collect_usage_pieces(ctx))
+
+
+class RlmxTyper(typer.Typer):
+    """A Typer app whose group and commands render their help with the classes above."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("cls", RlmxGroup)
+        super().__init__(**kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", RlmxCommand)
+        return super().command(*args, **kwargs)
+
+
+def trace_file(value: Path | None) -> Path | None:
+    """`--trace FILE`: refuse a folder at parsing time, in one line, rather than failing at the first write."""
+    if value is not None and value.is_dir():
+        raise typer.BadParameter(
+            f"{value} is a folder; give a file path for the trace, e.g. {value / 'run.jsonl'}"
+        )
+    return value

@@ -15,14 +15,28 @@ def _split(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+def family_list() -> str:
+    """One line per family: its name, what it asks, and its variants (the first is the default)."""
+    from rlmx.evals.registry import FAMILIES
+
+    width = max(len(name) for name in FAMILIES)
+    return "\n".join(
+        f"{name:<{width}}  {fam.description} (variants: {', '.join(fam.variants)})"
+        for name, fam in FAMILIES.items()
+    )
+
+
 def eval_command(
     suite: Annotated[
-        str, typer.Option(help="Families, comma-separated: niah,oolong,oolong_pairs,doc_multihop,codeqa.")
-    ] = "niah,oolong,oolong_pairs,doc_multihop,codeqa",
+        str, typer.Option(help="Families, comma-separated, or 'all'; `rlmx eval --list` names them.")
+    ] = "all",
+    list_: Annotated[
+        bool, typer.Option("--list", help="Print every family, what it asks and its variants, and exit.")
+    ] = False,
     sizes: Annotated[
         str, typer.Option(help="Context sizes in tokens, comma-separated (8k, 32k, 128k, 1m, 10m).")
     ] = "8k,32k",
-    n: Annotated[int, typer.Option(help="Items per family and size.")] = 20,
+    n: Annotated[int, typer.Option(help="Items per family and size.", min=1)] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the generated items.")] = 0,
     model: Annotated[
         str | None, typer.Option(help="Root model (also the baselines' model), provider:model.")
@@ -36,9 +50,10 @@ def eval_command(
     ] = "direct,bm25,summary",
     no_rlm: Annotated[bool, typer.Option("--no-rlm", help="Run only the baselines.")] = False,
     variant: Annotated[
-        list[str], typer.Option(help="FAMILY=VARIANT, e.g. doc_multihop=hotpotqa; repeatable.")
+        list[str],
+        typer.Option(help="FAMILY=VARIANT, e.g. doc_multihop=hotpotqa; repeatable (`rlmx eval --list`)."),
     ] = [],  # noqa: B006
-    concurrency: Annotated[int, typer.Option(help="Items run at the same time.")] = 8,
+    concurrency: Annotated[int, typer.Option(help="Items run at the same time.", min=1)] = 8,
     out: Annotated[Path, typer.Option(help="Folder for results.jsonl, traces, cache and the report.")] = Path(
         "results"
     ),
@@ -70,14 +85,20 @@ def eval_command(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines on stderr.")] = False,
 ) -> None:
-    """Generate the benchmark items, run the RLM and the baselines on them, and write a report."""
+    """Generate the benchmark items, run the RLM and the baselines on them, and write a report.
+
+    `rlmx eval --list` names the families and their variants."""
     from rlmx.evals.baselines import BaselineSettings
     from rlmx.evals.items import parse_size
+    from rlmx.evals.registry import FAMILIES
     from rlmx.evals.report import write_report
     from rlmx.evals.runner import EvalConfig, run_suite
     from rlmx.limits import Limits
     from rlmx.lm.registry import ModelOptions
 
+    if list_:
+        typer.echo(family_list())
+        return
     if report_only:
         typer.echo(str(write_report(out)))
         return
@@ -104,7 +125,7 @@ def eval_command(
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     config = EvalConfig(
-        suite=_split(suite),
+        suite=tuple(FAMILIES) if suite.strip().lower() == "all" else _split(suite),
         sizes=tuple(parse_size(s) for s in _split(sizes)),
         out=out,
         n=n,

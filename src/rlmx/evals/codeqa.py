@@ -55,6 +55,7 @@ def _repo(
 
 class CodeQA:
     name = "codeqa"
+    description = "LongBench-v2-like 4-choice questions about facts of a code base, checked by ast"
     variants = ("stdlib", "synthetic")
     sources: ClassVar[dict[str, str]] = {
         "stdlib": sources.STDLIB_LICENCE + "; fallback: the synthetic variant",

@@ -126,6 +126,11 @@ class Family(Protocol):
     def name(self) -> str: ...
 
     @property
+    def description(self) -> str:
+        """One line: what the family asks (shown by `rlmx eval --list`)."""
+        ...
+
+    @property
     def variants(self) -> tuple[str, ...]:
         """The variants of the family; the first is the default."""
         ...

@@ -31,6 +31,7 @@ def _near_misses(key: str) -> list[str]:
 
 class Niah:
     name = "niah"
+    description = "RULER-style single needle: a magic number or UUID for a key, among near-miss distractors"
     variants = ("essay", "noise")
     sources: ClassVar[dict[str, str]] = {
         "essay": sources.ESSAY_LICENCE + "; fallback: RULER's noise sentences",
