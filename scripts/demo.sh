@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
-# Sets everything up and runs the main job: `rlmx ask` on the support-tickets example.
-# Uses the model configured in $RLMX_MODEL (with its key, e.g. OPENAI_API_KEY), e.g.
+# Sets everything up and runs the main job: `rlmx ask` on the support-tickets example, then shows the
+# gold answer beside rlmx's answer. Uses the model configured in $RLMX_MODEL (with its key), e.g.
 #   RLMX_MODEL=openai:gpt-5-mini RLMX_SUB_MODEL=openai:gpt-5-nano OPENAI_API_KEY=sk-... scripts/demo.sh
 # or a config file's model, or the default model of a provider whose key is set. With none of these it
-# runs the embedded demo model SmolLM2-135M in-process (installed by setup.sh; no key, no server): rlmx
-# says so once, and a 135M model's answer to this question is not to be trusted.
+# runs the embedded demo model SmolLM2-135M in-process (installed by setup.sh; no key, no server): a
+# 135M model's answer to this question is not to be trusted, and the demo says so.
+# Extra arguments go to `rlmx ask` (with --json, stdout is rlmx's JSON object plus a "gold" field).
+# Exit code: 0 when rlmx answered (right or wrong: the model's answer is not the demo's verdict),
+# otherwise rlmx's own code (1 run error, 2 bad usage or configuration). See examples/support_tickets/demo.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-mkdir -p examples/support_tickets/data
-.venv/bin/python examples/support_tickets/generate.py --out examples/support_tickets/data/tickets.txt \
-  --gold-out examples/support_tickets/data/gold.json
-echo "gold answer: $(cat examples/support_tickets/data/gold.json)"
-exec .venv/bin/rlmx ask "Among users 12345, 67890 and 11111, how many issues are about billing?" \
-  --context examples/support_tickets/data/tickets.txt "$@"
+bash scripts/setup.sh >&2
+exec .venv/bin/python -m examples.support_tickets.demo "$@"
