@@ -25,7 +25,16 @@ from rlmx.serve.app import create_app
 from rlmx.serve.profiles import Profile
 from rlmx.serve.settings import ServeSettings
 from rlmx.testing import Fault, ScriptedRequest, ScriptedServer
-from serve_helpers import TOKEN, Router, ServeProcess, app_in_thread, rlmx_serve, wait_until
+from serve_helpers import (
+    TOKEN,
+    Router,
+    ServeProcess,
+    alive,
+    app_in_thread,
+    descendants,
+    rlmx_serve,
+    wait_until,
+)
 
 SECRET = "/srv/private/keys/sk-live-0000"  # stands for any internal detail a failure may carry
 LOG_LINE = re.compile(
@@ -137,6 +146,9 @@ def test_log_level_warning_keeps_only_the_failures(model_server: ScriptedServer,
             ask(proc.url, "upstream fails")
         log_lines(proc, failed.value.response.headers["x-rlmx-trace-id"])
         assert ok.headers["x-rlmx-trace-id"] not in proc.log()
+        below = descendants(proc.proc.pid)
+    assert proc.proc.returncode is not None  # stopped, with nothing of it left running
+    wait_until(lambda: not any(alive(pid) for pid in below), "the server's child processes to end", 30)
     refused = subprocess.run(
         [sys.executable, "-m", "rlmx.cli", "serve", "--log-level", "loud"], capture_output=True, text=True
     )

@@ -234,7 +234,7 @@ class ChatService:
         try:
             await asyncio.wait({job.task, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if not job.task.done():  # the client went away: stop the run, free its workers
-                record.stopped_by = "cancelled"  # the client went away
+                record.stopped_by = "cancelled"
                 await job.cancel()
                 return Response(status_code=499)
         finally:
@@ -260,8 +260,7 @@ class ChatService:
     def start_error(exc: RLMError, record: RequestRecord, headers: dict[str, str]) -> ApiError:
         """A run that raised instead of returning a result: a usage error (a ConfigError, e.g. a context
         with no usable text) is the client's 400; anything else is a generic 500, explained in the log."""
-        if isinstance(exc, ConfigError):
-            record.failed(None, f"refused: {exc}")
+        if isinstance(exc, ConfigError):  # the caller's to fix: logged as any 400, at INFO
             code = "empty_context" if isinstance(exc, EmptyContext) else None
             return ApiError(400, str(exc), code=code, headers=headers)
         record.failed("error", f"{type(exc).__name__}: {exc}")
