@@ -18,8 +18,9 @@ import httpx
 import pytest
 
 from rlmx.evals import EvalConfig, load_records, run_suite
-from rlmx.limits import STOP_REASONS, Limits
+from rlmx.limits import Limits
 from rlmx.lm.registry import ModelOptions
+from rlmx.outcomes import STOP_REASONS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1_800)]  # 20 small runs on a 2-core CPU
 SUITE = ("niah", "oolong", "oolong_pairs", "doc_multihop", "codeqa")

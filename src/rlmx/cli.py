@@ -7,14 +7,18 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from rlmx.commands import RlmxTyper, trace_file
 from rlmx.errors import ConfigError, RLMError
+from rlmx.outcomes import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_ERROR, EXIT_USAGE, exit_code
+from rlmx.trace.events import RunStart
 
-EXIT_OK, EXIT_RUN_ERROR, EXIT_USAGE, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+if TYPE_CHECKING:
+    from rlmx.trace.events import Event
+
 
 app = RlmxTyper(
     add_completion=False,
@@ -223,15 +227,15 @@ class RunStarted:
 
     trace_path: str | None = None
 
-    def __call__(self, record: dict[str, Any]) -> None:
-        if record["type"] == "run_start":
-            self.trace_path = record.get("trace_path")
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RunStart):
+            self.trace_path = event.trace_path
 
 
 def report(result: Any, *, as_json: bool, quiet: bool) -> int:
     """Print a run's outcome and return its exit code. The answer goes to stdout only when there is
     one (with --json the object always prints); a run without one says why in one line on stderr."""
-    failed = not result.answered
+    failed = not result.answered  # RunResult.answered; exit_code() maps the rest
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
     elif not failed:
@@ -247,7 +251,7 @@ def report(result: Any, *, as_json: bool, quiet: bool) -> int:
             else f"stopped by {result.stopped_by} after {turns}"
         )
         sys.stderr.write(f"rlmx: error: {why} ({how}{where})\n")
-        return EXIT_RUN_ERROR
+        return exit_code(result.stopped_by, answered=False)
     if not quiet:
         source = (
             ""
@@ -255,7 +259,7 @@ def report(result: Any, *, as_json: bool, quiet: bool) -> int:
             else f"; answer from the forced final reply ({result.answer_source})"
         )
         sys.stderr.write(f"[rlmx] stopped by {result.stopped_by} after {turns}{source}{where}\n")
-    return EXIT_OK if result.stopped_by == "final" else EXIT_LIMIT
+    return exit_code(result.stopped_by, answered=True)
 
 
 def exit_now(code: int) -> NoReturn:

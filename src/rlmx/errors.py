@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rlmx.outcomes import LimitReason
+
 
 class RLMError(Exception):
     """Base class of every error rlmx raises on purpose."""
@@ -60,9 +62,9 @@ class SandboxUnavailable(SandboxError):
 class BudgetExhausted(RLMError):
     """A limit forbids another model call."""
 
-    def __init__(self, limit: str, message: str) -> None:
+    def __init__(self, limit: LimitReason, message: str) -> None:
         super().__init__(message)
-        self.limit = limit
+        self.limit: LimitReason = limit
 
 
 class RealProviderForbidden(RLMError):

@@ -4,16 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STOP_REASONS = (
-    "final",
-    "max_iterations",
-    "max_llm_calls",
-    "max_total_tokens",
-    "max_cost_usd",
-    "timeout",
-    "error",
-    "interrupted",
-)
 MAX_DEPTH_ALLOWED = 8  # each level multiplies calls; deeper trees have shown no gain and cannot be budgeted
 
 

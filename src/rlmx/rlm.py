@@ -14,7 +14,6 @@ from typing import Any
 
 from rlmx.context.context import Context
 from rlmx.context.prefilter import Prefilter
-from rlmx.engine.events import Emitter, Sink, TraceWriter, default_trace_dir, excerpt
 from rlmx.engine.ledger import Ledger
 from rlmx.engine.node import Node, NodeResult, answer_text
 from rlmx.engine.prompts import SYSTEM_PROMPT_VERSION
@@ -24,8 +23,11 @@ from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import LM
 from rlmx.lm.cache import ResponseCache, open_cache, with_cache
 from rlmx.lm.registry import ModelOptions, resolve_model
+from rlmx.outcomes import AnswerSource, StopReason
 from rlmx.sandbox.base import BACKENDS, SandboxFactory, SandboxSettings
 from rlmx.sandbox.search import default_cache_dir
+from rlmx.trace.events import RunEnd, RunStart, excerpt
+from rlmx.trace.writer import Emitter, Sink, TraceWriter, default_trace_dir
 from rlmx.typed import OutputSpec
 
 
@@ -33,7 +35,7 @@ from rlmx.typed import OutputSpec
 class RunResult:
     answer: Any  # the FINAL value: a str, or a JSON value from FINAL_VAR; None when there is none
     # final | max_iterations | max_llm_calls | max_total_tokens | max_cost_usd | timeout | error | interrupted
-    stopped_by: str
+    stopped_by: StopReason
     iterations: int  # root turns
     usage: dict[str, Any]
     trace_path: str | None
@@ -43,7 +45,7 @@ class RunResult:
     parsed: Any = None  # the typed answer (a pydantic object, or the JSON value) when `output` was given
     # where the answer came from: final (FINAL(...)), final_var (FINAL_VAR(name)), prose (a forced final
     # reply without FINAL, code removed), none (no answer: `answer` is None)
-    answer_source: str = "none"
+    answer_source: AnswerSource = "none"
 
     @property
     def ok(self) -> bool:
@@ -230,22 +232,21 @@ class RLM:
         )
         check_budget_for_first_call(state, question, meta, output_spec)
         emitter.emit(
-            "run_start",
-            id_=root.id,
-            parent_id=None,
-            depth=0,
-            run_id=run_id,
-            trace_path=str(trace_path) if trace_path else None,
-            question=excerpt(question, self.excerpt_chars),
-            unpriced_models=unpriced,
-            warnings=budget_warnings(unpriced, self.limits),
-            model=self._models.root.name,
-            sub_model=self._models.sub.name,
-            limits=vars(self.limits),
-            sandbox=vars(self.sandbox),
-            context_meta=meta,
-            prompt_version=SYSTEM_PROMPT_VERSION,
-            output_schema=output_spec.schema if output_spec else None,
+            RunStart(
+                id=root.id,
+                run_id=run_id,
+                trace_path=str(trace_path) if trace_path else None,
+                question=excerpt(question, self.excerpt_chars),
+                unpriced_models=unpriced,
+                warnings=budget_warnings(unpriced, self.limits),
+                model=self._models.root.name,
+                sub_model=self._models.sub.name,
+                limits=vars(self.limits),
+                sandbox=vars(self.sandbox),
+                context_meta=meta,
+                prompt_version=SYSTEM_PROMPT_VERSION,
+                output_schema=output_spec.schema if output_spec else None,
+            )
         )
         try:
             try:
@@ -288,18 +289,19 @@ class RLM:
     ) -> dict[str, Any]:
         usage = ledger.usage_dict()
         emitter.emit(
-            "run_end",
-            parent_id=root.id,
-            depth=0,
-            stopped_by=result.stopped_by,
-            iterations=result.iterations,
-            answer=excerpt(answer_text(result.answer), self.excerpt_chars)
-            if result.answer is not None
-            else None,
-            answer_source=result.answer_source,
-            error=result.error,
-            usage=usage,
-            elapsed_s=round(time.monotonic() - started, 3),
+            RunEnd(
+                parent_id=root.id,
+                depth=0,
+                stopped_by=result.stopped_by,
+                iterations=result.iterations,
+                answer=excerpt(answer_text(result.answer), self.excerpt_chars)
+                if result.answer is not None
+                else None,
+                answer_source=result.answer_source,
+                error=result.error,
+                usage=usage,
+                elapsed_s=round(time.monotonic() - started, 3),
+            )
         )
         return usage
 

@@ -9,35 +9,8 @@ from typing import Any
 from rlmx.errors import BudgetExhausted
 from rlmx.limits import Limits
 from rlmx.lm.base import Usage
-
-
-@dataclass
-class UsageTotals:
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: float | None = 0.0  # None once any call's cost is unknown
-
-    def add(self, usage: Usage, cost: float | None) -> None:
-        self.calls += 1
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.cached_tokens += usage.cached_tokens
-        self.reasoning_tokens += usage.reasoning_tokens
-        self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
-
-    def to_dict(self) -> dict[str, Any]:
-        cost = None if self.cost_usd is None else round(self.cost_usd, 8)
-        return {
-            "calls": self.calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cached_tokens": self.cached_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cost_usd": cost,
-        }
+from rlmx.outcomes import LimitReason
+from rlmx.usage import UsageBook, UsageTotals
 
 
 @dataclass
@@ -46,14 +19,16 @@ class Ledger:
 
     limits: Limits
     started: float = field(default_factory=time.monotonic)
-    total: UsageTotals = field(default_factory=UsageTotals)
-    by_model: dict[str, UsageTotals] = field(default_factory=dict)
-    by_depth: dict[int, UsageTotals] = field(default_factory=dict)
+    book: UsageBook = field(default_factory=UsageBook)
     in_flight: int = 0
     timed_out: bool = False
     spent_usd: float = 0.0  # known costs of made calls (unpriced calls add nothing)
     reserved_usd: float = 0.0  # worst-case estimates of the calls in flight
     final_reserve_usd: float = 0.0  # worst-case estimate of the forced final answer, kept back
+
+    @property
+    def total(self) -> UsageTotals:
+        return self.book.total
 
     @property
     def deadline(self) -> float | None:
@@ -79,7 +54,9 @@ class Ledger:
         budget = self.limits.max_cost_usd
         return None if budget is None else budget - self.spent_usd - self.reserved_usd
 
-    def exhausted(self, *, est_input_tokens: int = 0, est_cost_usd: float | None = None) -> str | None:
+    def exhausted(
+        self, *, est_input_tokens: int = 0, est_cost_usd: float | None = None
+    ) -> LimitReason | None:
         """The limit that forbids another ordinary call (one is kept for the forced final answer).
 
         `est_cost_usd` is the call's worst-case cost (its input priced plus `max_output_tokens`); the call
@@ -131,19 +108,15 @@ class Ledger:
         self.in_flight -= 1
         self.reserved_usd = max(0.0, self.reserved_usd - reserved_usd)
         self.spent_usd += cost or 0.0
-        self.total.add(usage, cost)
-        self.by_model.setdefault(model, UsageTotals()).add(usage, cost)
-        self.by_depth.setdefault(depth, UsageTotals()).add(usage, cost)
+        self.book.add(model, depth, usage, cost)
 
     def usage_dict(self) -> dict[str, Any]:
-        out = self.total.to_dict()
-        out["by_model"] = {name: totals.to_dict() for name, totals in self.by_model.items()}
-        out["by_depth"] = {str(depth): totals.to_dict() for depth, totals in sorted(self.by_depth.items())}
+        out = self.book.to_dict()
         out["wall_time_s"] = round(time.monotonic() - self.started, 3)
         return out
 
 
-def budget_message(limit: str, limits: Limits) -> str:
+def budget_message(limit: LimitReason, limits: Limits) -> str:
     detail = {
         "max_llm_calls": f"max_llm_calls={limits.max_llm_calls} reached (the last call is kept for the final answer)",
         "max_total_tokens": f"max_total_tokens={limits.max_total_tokens} reached",

@@ -5,31 +5,50 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
 from rlmx.context.metadata import render
 from rlmx.engine import prompts
-from rlmx.engine.events import excerpt
 from rlmx.engine.history import History
 from rlmx.engine.parse import FinalLine, parse_reply, prose_of
 from rlmx.engine.state import RunState
 from rlmx.engine.subcalls import SubCalls, answer_text
 from rlmx.errors import BudgetExhausted, ModelError, SandboxError
+from rlmx.outcomes import AnswerSource, LimitReason, Purpose, StopReason
 from rlmx.sandbox.base import ContextPayload, ExecResult
+from rlmx.trace.events import (
+    ChildEnd,
+    ChildStart,
+    Compaction,
+    Error,
+    Event,
+    Exec,
+    ExecStart,
+    Limit,
+    OutputRejected,
+    excerpt,
+)
+from rlmx.trace.events import (
+    Final as FinalRecord,
+)
 from rlmx.typed import OutputSpec
+
+E = TypeVar("E", bound=Event)
+
+
+class Here(TypedDict):
+    parent_id: str | None
+    depth: int
 
 
 @dataclass
 class NodeResult:
     answer: Any  # None when the run produced no answer
-    stopped_by: str
+    stopped_by: StopReason
     iterations: int
     error: str | None = None
     parsed: Any = None  # the typed answer, when an output schema is set
-    answer_source: str = "none"  # final | final_var | prose | none (see ANSWER_SOURCES)
-
-
-ANSWER_SOURCES = ("final", "final_var", "prose", "none")
+    answer_source: AnswerSource = "none"
 
 
 @dataclass
@@ -37,7 +56,7 @@ class Final:
     answer: Any
     parsed: Any = None
     error: str | None = None  # set when the answer failed the output schema for good
-    source: str = "final"  # final | final_var: how the model gave it
+    source: AnswerSource = "final"  # final | final_var: how the model gave it
 
 
 class Node:
@@ -50,7 +69,6 @@ class Node:
         payload: ContextPayload,
         meta: str,
         parent_id: str | None,
-        record_type: str = "run_start",
         node_id: str | None = None,
         output: OutputSpec | None = None,
         batch_id: str | None = None,
@@ -66,7 +84,6 @@ class Node:
         self.payload = payload
         self.meta = meta
         self.parent_id = parent_id
-        self.record_type = record_type
         self.id = node_id or state.emitter.new_id()
         self.lm = state.models.for_depth(depth)
         self.sub_lm = state.models.for_depth(depth + 1)
@@ -82,20 +99,30 @@ class Node:
         self.children = asyncio.Semaphore(state.limits.max_concurrent_children)
         self.subcalls = SubCalls(self)
 
-    def emit(self, type_: str, *, parent_id: str | None = None, **fields: Any) -> str:
-        return self.state.emitter.emit(type_, parent_id=parent_id or self.id, depth=self.depth, **fields)
+    @property
+    def is_child(self) -> bool:
+        """A child RLM (started by a parent's code cell) rather than the run's root."""
+        return self.parent_id is not None
+
+    def emit(self, event: E) -> E:
+        return self.state.emitter.emit(event)
+
+    def here(self) -> Here:
+        """The `parent_id` and `depth` of a record this RLM writes about itself."""
+        return {"parent_id": self.id, "depth": self.depth}
 
     # --- the loop -----------------------------------------------------------------------------------
     async def run(self) -> NodeResult:
-        if self.record_type == "child_start":
-            self.state.emitter.emit(
-                "child_start",
-                id_=self.id,
-                parent_id=self.parent_id,
-                depth=self.depth,
-                question=excerpt(self.question, self.state.excerpt_chars),
-                model=self.lm.name,
-                batch_id=self.batch_id,
+        if self.is_child:
+            self.emit(
+                ChildStart(
+                    id=self.id,
+                    parent_id=self.parent_id,
+                    depth=self.depth,
+                    question=excerpt(self.question, self.state.excerpt_chars),
+                    model=self.lm.name,
+                    batch_id=self.batch_id,
+                )
             )
         try:
             # The REPL starts (and loads the context) while the first model call is in flight.
@@ -114,25 +141,28 @@ class Node:
                     self.starting.cancel()  # what it made so far goes with the sandbox and the pool
                 await asyncio.wait([self.starting])
                 if not self.starting.cancelled() and self.starting.exception() is not None:
-                    self.emit("error", message=f"REPL start: {self.starting.exception()}", recoverable=True)
+                    message = f"REPL start: {self.starting.exception()}"
+                    self.emit(Error(**self.here(), message=message, recoverable=True))
                 self.starting = None
             await self.sandbox.close()
         self._end(result)
         return result
 
     def _end(self, result: NodeResult) -> None:
-        if self.record_type == "child_start":
-            self.state.emitter.emit(
-                "child_end",
-                parent_id=self.parent_id,
-                depth=self.depth,
-                child_id=self.id,
-                stopped_by=result.stopped_by,
-                iterations=result.iterations,
-                answer=excerpt(answer_text(result.answer), self.state.excerpt_chars)
-                if result.answer is not None
-                else None,
-                error=result.error,
+        if self.is_child:
+            self.emit(
+                ChildEnd(
+                    parent_id=self.parent_id,
+                    depth=self.depth,
+                    child_id=self.id,
+                    stopped_by=result.stopped_by,
+                    iterations=result.iterations,
+                    answer=excerpt(answer_text(result.answer), self.state.excerpt_chars)
+                    if result.answer is not None
+                    else None,
+                    answer_source=result.answer_source,
+                    error=result.error,
+                )
             )
 
     async def _turns(self) -> NodeResult:
@@ -161,7 +191,7 @@ class Node:
             self.history.append({"role": "assistant", "content": reply})
             done = await self._act(reply)
             if done is not None:
-                stopped_by = "final" if done.error is None else "error"
+                stopped_by: StopReason = "final" if done.error is None else "error"
                 return self._finish(
                     done.answer, stopped_by, done.error, parsed=done.parsed, source=done.source
                 )
@@ -171,7 +201,7 @@ class Node:
         self,
         messages: list[dict[str, Any]],
         *,
-        purpose: str,
+        purpose: Purpose,
         final: bool = False,
         extra: list[dict[str, Any]] | None = None,
     ) -> str:
@@ -199,7 +229,7 @@ class Node:
             parts.append(format_result(index, len(parsed.code_blocks), result))
             code_failed = code_failed or result.error is not None
             if result.final is not None:
-                source = "final_var" if result.final.get("kind") == "final_var" else "final"
+                source: AnswerSource = "final_var" if result.final.get("kind") == "final_var" else "final"
                 done = self._accept(decode_final(result.final), parts, source)
                 if done is not None:
                     return done
@@ -225,7 +255,7 @@ class Node:
         self.history.append({"role": "user", "content": header + "\n" + "\n\n".join(parts)})
         return None
 
-    def _accept(self, answer: Any, parts: list[str], source: str) -> Final | None:
+    def _accept(self, answer: Any, parts: list[str], source: AnswerSource) -> Final | None:
         """A FINAL value, checked against the output schema; None (and feedback in `parts`) when rejected."""
         if self.output is None:
             return Final(answer, source=source)
@@ -233,7 +263,11 @@ class Node:
         if verdict.ok:
             return Final(verdict.value, verdict.parsed, source=source)
         self.rejections += 1
-        self.emit("output_rejected", iteration=self.iteration, attempt=self.rejections, errors=verdict.errors)
+        self.emit(
+            OutputRejected(
+                **self.here(), iteration=self.iteration, attempt=self.rejections, errors=list(verdict.errors)
+            )
+        )
         if self.rejections > self.output.max_retries:
             error = self.output.failure(verdict, self.rejections, answer)
             return Final(answer, error=error, source=source)
@@ -244,7 +278,9 @@ class Node:
         append = self.history.messages[self.mirrored :]
         self.mirrored = len(self.history.messages)
         exec_id = self.state.emitter.new_id()
-        self.emit("exec_start", exec_id=exec_id, iteration=self.iteration, code=excerpt(code, 400))
+        self.emit(
+            ExecStart(**self.here(), exec_id=exec_id, iteration=self.iteration, code=excerpt(code, 400))
+        )
 
         async def rpc(method: str, params: dict[str, Any]) -> Any:
             return await self.subcalls.handle(method, params, exec_id)
@@ -252,17 +288,19 @@ class Node:
         await self._ready()
         result = await self.sandbox.execute(code, rpc, append)
         self.emit(
-            "exec",
-            id_=exec_id,
-            iteration=self.iteration,
-            code=excerpt(code, 20_000 if self.state.excerpt_chars else 0),
-            output=excerpt(result.output, self.state.excerpt_chars),
-            error=result.error,
-            final=result.final is not None,
-            restarted=result.restarted,
-            timed_out=result.timed_out,
-            duration_s=round(result.duration_s, 4),
-            rpc_calls=result.rpc_calls,
+            Exec(
+                **self.here(),
+                id=exec_id,
+                iteration=self.iteration,
+                code=excerpt(code, 20_000 if self.state.excerpt_chars else 0),
+                output=excerpt(result.output, self.state.excerpt_chars),
+                error=result.error,
+                final=result.final is not None,
+                restarted=result.restarted,
+                timed_out=result.timed_out,
+                duration_s=round(result.duration_s, 4),
+                rpc_calls=result.rpc_calls,
+            )
         )
         return result
 
@@ -313,19 +351,21 @@ class Node:
                 )
             ).text
         except (BudgetExhausted, ModelError) as exc:
-            self.emit("error", message=f"compaction summary skipped: {exc}", recoverable=True)
+            self.emit(Error(**self.here(), message=f"compaction summary skipped: {exc}", recoverable=True))
         self.history.compact(summary)
         self.emit(
-            "compaction",
-            iteration=self.iteration,
-            condensed_upto=self.history.compacted_upto,
-            view_tokens=self.history.view_tokens(),
+            Compaction(
+                **self.here(),
+                iteration=self.iteration,
+                condensed_upto=self.history.compacted_upto,
+                view_tokens=self.history.view_tokens(),
+            )
         )
 
-    async def _forced_final(self, reason: str) -> NodeResult:
+    async def _forced_final(self, reason: LimitReason) -> NodeResult:
         """A limit stopped the loop: one call asking for an answer from what is known. Its answer is the
         reply's FINAL value or, without one, its prose with code removed; never code, never made up."""
-        self.emit("limit", reason=reason, iteration=self.iteration)
+        self.emit(Limit(**self.here(), reason=reason, iteration=self.iteration))
         ask = {"role": "user", "content": prompts.FORCED_FINAL.format(reason=reason)}
         try:
             reply = await self._call(self.history.view(), purpose="final", final=self.depth == 0, extra=[ask])
@@ -347,7 +387,7 @@ class Node:
             return self._finish(verdict.value, reason, parsed=verdict.parsed, source=source)
         return self._finish(answer, reason, source=source)
 
-    async def _forced_answer(self, reply: str) -> tuple[Any, str, str]:
+    async def _forced_answer(self, reply: str) -> tuple[Any, AnswerSource, str]:
         """(answer, its source, why there is none) of a forced final reply."""
         parsed = parse_reply(reply)
         problem = "the model's final reply held no answer"
@@ -368,25 +408,27 @@ class Node:
     def _finish(
         self,
         answer: Any,
-        stopped_by: str,
+        stopped_by: StopReason,
         error: str | None = None,
         *,
         parsed: Any = None,
-        source: str = "none",
+        source: AnswerSource = "none",
     ) -> NodeResult:
         source = source if answer is not None else "none"
         self.emit(
-            "final",
-            stopped_by=stopped_by,
-            iteration=self.iteration,
-            answer=excerpt(answer_text(answer), self.state.excerpt_chars) if answer is not None else None,
-            answer_source=source,
-            error=error,
+            FinalRecord(
+                **self.here(),
+                stopped_by=stopped_by,
+                iteration=self.iteration,
+                answer=excerpt(answer_text(answer), self.state.excerpt_chars) if answer is not None else None,
+                answer_source=source,
+                error=error,
+            )
         )
         return NodeResult(answer, stopped_by, self.iteration, error, parsed, source)
 
     def _error(self, message: str) -> NodeResult:
-        self.emit("error", message=message, iteration=self.iteration)
+        self.emit(Error(**self.here(), message=message, iteration=self.iteration))
         return NodeResult(None, "error", self.iteration, message)
 
     def spawn_child(
@@ -400,7 +442,6 @@ class Node:
             payload=payload,
             meta=meta,
             parent_id=parent_id,
-            record_type="child_start",
             batch_id=batch_id,
         )
 

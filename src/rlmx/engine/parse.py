@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 FENCE = re.compile(
     r"^[ \t]*```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL
@@ -15,7 +16,7 @@ FINAL_START = re.compile(r"^[ \t]*(FINAL_VAR|FINAL)\(", re.MULTILINE)
 
 @dataclass(frozen=True)
 class FinalLine:
-    kind: str  # "final" | "final_var"
+    kind: Literal["final", "final_var"]
     arg: str  # FINAL: the answer text; FINAL_VAR: the variable name
 
 

@@ -11,12 +11,28 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from rlmx.engine.events import Record
+from rlmx.outcomes import SUB_CALL_PURPOSES
+from rlmx.trace.events import (
+    BatchEnd,
+    BatchStart,
+    ChildEnd,
+    ChildStart,
+    Error,
+    Event,
+    Exec,
+    ExecStart,
+    Limit,
+    LMCall,
+    LMRetry,
+    RunEnd,
+    RunStart,
+)
+from rlmx.trace.events import Final as FinalRecord
 
 MAX_CHILDREN_SHOWN = 4  # running children drawn per RLM; the rest become a "… more" line
 LINE_CHARS = 72
@@ -82,96 +98,95 @@ class ProgressState:
         node_id = self.owner_of_exec.get(str(parent_id), str(parent_id))
         return self.nodes.get(node_id)
 
-    def apply(self, record: Record) -> None:
-        kind = record["type"]
-        handler = getattr(self, f"on_{kind}", None)
+    def apply(self, event: Event) -> None:
+        handler = HANDLERS.get(type(event))
         if handler is not None:
-            handler(record)
+            handler(self, event)
 
-    def on_run_start(self, r: Record) -> None:
-        self.root_id = r["id"]
-        self.nodes[r["id"]] = NodeState(r["id"], 0, first_line(r.get("question")), str(r.get("model", "")))
-        self.warnings.extend(r.get("warnings") or [])
+    def on_run_start(self, r: RunStart) -> None:
+        self.root_id = r.id
+        self.nodes[r.id] = NodeState(r.id, 0, first_line(r.question), r.model)
+        self.warnings.extend(r.warnings)
 
-    def on_child_start(self, r: Record) -> None:
-        node = NodeState(r["id"], r["depth"], first_line(r.get("question"), 50), str(r.get("model", "")))
-        node.batch_id = r.get("batch_id")
-        self.nodes[r["id"]] = node
-        parent = self.owner(r.get("parent_id"))
+    def on_child_start(self, r: ChildStart) -> None:
+        node = NodeState(r.id, r.depth, first_line(r.question, 50), r.model)
+        node.batch_id = r.batch_id
+        self.nodes[r.id] = node
+        parent = self.owner(r.parent_id)
         if parent is not None:
-            parent.children.append(r["id"])
+            parent.children.append(r.id)
 
-    def on_lm_call(self, r: Record) -> None:
-        if r.get("counted", True):
+    def on_lm_call(self, r: LMCall) -> None:
+        if r.counted:
             self.calls += 1
-            self.input_tokens += int(r.get("input_tokens") or 0)
-            self.output_tokens += int(r.get("output_tokens") or 0)
-            cost = r.get("cost_usd")
+            self.input_tokens += r.input_tokens
+            self.output_tokens += r.output_tokens
+            cost = r.cost_usd
             self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
-        batch = self.batches.get(str(r.get("batch_id")))
+        batch = self.batches.get(str(r.batch_id))
         if batch is not None:
             batch.done += 1
-            batch.errors += 1 if r.get("error") else 0
-        node = self.owner(r.get("parent_id"))
+            batch.errors += 1 if r.error else 0
+        node = self.owner(r.parent_id)
         if node is None:
             return
-        if r.get("purpose") in ("llm_query", "fallback"):
+        if r.purpose in SUB_CALL_PURPOSES:
             node.sub_calls += 1
         else:
-            node.turn = int(r.get("iteration") or node.turn)
-            node.doing = "model replied" if not r.get("error") else "model call failed"
+            node.turn = r.iteration or node.turn
+            node.doing = "model replied" if not r.error else "model call failed"
 
-    def on_exec_start(self, r: Record) -> None:
-        self.owner_of_exec[str(r.get("exec_id"))] = str(r.get("parent_id"))
-        node = self.nodes.get(str(r.get("parent_id")))
+    def on_exec_start(self, r: ExecStart) -> None:
+        self.owner_of_exec[r.exec_id] = str(r.parent_id)
+        node = self.nodes.get(str(r.parent_id))
         if node is not None:
-            node.turn = int(r.get("iteration") or node.turn)
-            node.doing = f"running code: {first_line(r.get('code'), 56)}"
+            node.turn = r.iteration or node.turn
+            node.doing = f"running code: {first_line(r.code, 56)}"
 
-    def on_exec(self, r: Record) -> None:
-        node = self.nodes.get(str(r.get("parent_id")))
+    def on_exec(self, r: Exec) -> None:
+        node = self.nodes.get(str(r.parent_id))
         if node is not None:
-            failed = f"code failed ({last_line(r.get('error'), 40)}), asking the model"
-            node.doing = failed if r.get("error") else "waiting for the model"
+            failed = f"code failed ({last_line(r.error, 40)}), asking the model"
+            node.doing = failed if r.error else "waiting for the model"
 
-    def on_lm_retry(self, r: Record) -> None:
-        node = self.owner(r.get("parent_id"))
-        if node is not None and r.get("purpose") not in ("llm_query", "fallback"):
-            node.doing = f"retrying the model (attempt {int(r.get('attempt') or 0) + 1}): {r.get('error')}"
+    def on_lm_retry(self, r: LMRetry) -> None:
+        node = self.owner(r.parent_id)
+        if node is not None and r.purpose not in SUB_CALL_PURPOSES:
+            node.doing = f"retrying the model (attempt {r.attempt + 1}): {r.error}"
 
-    def on_batch_start(self, r: Record) -> None:
-        self.batches[r["id"]] = BatchState(str(r.get("method")), int(r.get("n") or 0))
-        node = self.owner(r.get("parent_id"))
+    def on_batch_start(self, r: BatchStart) -> None:
+        self.batches[r.id] = BatchState(r.method, r.n)
+        node = self.owner(r.parent_id)
         if node is not None:
-            node.batches.append(r["id"])
+            node.batches.append(r.id)
 
-    def on_batch_end(self, r: Record) -> None:
-        batch = self.batches.get(str(r.get("batch_id")))
+    def on_batch_end(self, r: BatchEnd) -> None:
+        batch = self.batches.get(r.batch_id)
         if batch is not None:
             batch.finished = True
-            batch.errors = int(r.get("errors") or batch.errors)
+            batch.errors = r.errors or batch.errors
 
-    def on_child_end(self, r: Record) -> None:
-        node = self.nodes.get(str(r.get("child_id")))
+    def on_child_end(self, r: ChildEnd) -> None:
+        node = self.nodes.get(r.child_id)
         if node is not None:
-            node.stopped_by = str(r.get("stopped_by"))
+            node.stopped_by = r.stopped_by
             batch = self.batches.get(str(node.batch_id))
             if batch is not None:
                 batch.done += 1
-                batch.errors += 0 if r.get("stopped_by") == "final" else 1
+                batch.errors += 0 if r.stopped_by == "final" else 1
 
-    def on_final(self, r: Record) -> None:
-        node = self.nodes.get(str(r.get("parent_id")))
+    def on_final(self, r: FinalRecord) -> None:
+        node = self.nodes.get(str(r.parent_id))
         if node is not None:
-            node.doing = f"done: {r.get('stopped_by')}"
+            node.doing = f"done: {r.stopped_by}"
 
-    def on_limit(self, r: Record) -> None:
-        node = self.nodes.get(str(r.get("parent_id")))
+    def on_limit(self, r: Limit) -> None:
+        node = self.nodes.get(str(r.parent_id))
         if node is not None:
-            node.doing = f"limit {r.get('reason')}: asking for a final answer"
+            node.doing = f"limit {r.reason}: asking for a final answer"
 
-    def on_run_end(self, r: Record) -> None:
-        self.stopped_by = str(r.get("stopped_by"))
+    def on_run_end(self, r: RunEnd) -> None:
+        self.stopped_by = r.stopped_by
 
     def header(self) -> str:
         cost = "cost unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
@@ -181,6 +196,22 @@ class ProgressState:
         )
 
 
+HANDLERS: dict[type[Event], Callable[[ProgressState, Any], None]] = {
+    RunStart: ProgressState.on_run_start,
+    ChildStart: ProgressState.on_child_start,
+    LMCall: ProgressState.on_lm_call,
+    LMRetry: ProgressState.on_lm_retry,
+    ExecStart: ProgressState.on_exec_start,
+    Exec: ProgressState.on_exec,
+    BatchStart: ProgressState.on_batch_start,
+    BatchEnd: ProgressState.on_batch_end,
+    ChildEnd: ProgressState.on_child_end,
+    FinalRecord: ProgressState.on_final,
+    Limit: ProgressState.on_limit,
+    RunEnd: ProgressState.on_run_end,
+}
+
+
 class PlainLines:
     """One line per notable event (not per sub-call), for logs and pipes."""
 
@@ -188,51 +219,51 @@ class PlainLines:
         self.stream = stream
         self.state = ProgressState()
 
-    def __call__(self, record: Record) -> None:
-        self.state.apply(record)
-        text = self.describe(record)
+    def __call__(self, event: Event) -> None:
+        self.state.apply(event)
+        text = self.describe(event)
         if text:
-            pad = "  " * int(record.get("depth", 0))
+            pad = "  " * event.depth
             self.stream.write(f"[rlmx {self.state.header()}] {pad}{text}\n")
             self.stream.flush()
 
-    def describe(self, r: Record) -> str | None:
-        kind, node = r["type"], self.state.owner(r.get("parent_id"))
+    def describe(self, r: Event) -> str | None:
+        node = self.state.owner(r.parent_id)
         where = "root" if node is None or node.depth == 0 else f"child {node.question[:30]!r}"
-        if kind == "run_start":
-            return "; ".join(["started", *(f"warning: {w}" for w in r.get("warnings") or [])])
-        if kind == "lm_call" and r.get("purpose") not in ("llm_query", "fallback"):
-            tokens = f"{r.get('input_tokens', 0):,} in / {r.get('output_tokens', 0):,} out"
-            attempts = int(r.get("attempts") or 1)
-            tries = f" after {attempts} attempts" if attempts > 1 else ""
+        if isinstance(r, RunStart):
+            return "; ".join(["started", *(f"warning: {w}" for w in r.warnings)])
+        if isinstance(r, LMCall) and not r.is_sub_call:
+            tokens = f"{r.input_tokens:,} in / {r.output_tokens:,} out"
+            tries = f" after {r.attempts} attempts" if r.attempts > 1 else ""
             # the error itself is said once, where the run reports how it ended
-            status = f"model call failed{tries}" if r.get("error") else f"model replied ({tokens})"
-            return f"{where} turn {r.get('iteration', '-')}: {status} [{r.get('purpose')}]"
-        if kind == "lm_retry":
-            delay = float(r.get("delay_s") or 0.0)
+            status = f"model call failed{tries}" if r.error else f"model replied ({tokens})"
+            return f"{where} turn {r.iteration or '-'}: {status} [{r.purpose}]"
+        if isinstance(r, LMRetry):
             return (
-                f"{where}: {r.get('model')} attempt {r.get('attempt')} failed: {first_line(r.get('error'), 120)}"
-                f"; retrying in {delay:.1f} s"
+                f"{where}: {r.model} attempt {r.attempt} failed: {first_line(r.error, 120)}"
+                f"; retrying in {r.delay_s:.1f} s"
             )
-        if kind == "exec_start":
-            return f"{where} turn {r.get('iteration', '-')}: running code: {first_line(r.get('code'))}"
-        if kind == "exec" and r.get("error"):
-            return f"{where}: code failed: {last_line(r.get('error'), 120)}"
-        if kind == "error" and r.get("depth", 0) == 0 and not r.get("recoverable"):
-            return None  # how the run ended: said once by the caller (the CLI's last line)
-        if kind == "batch_start":
-            return f"{where}: {r.get('method')} with {r.get('n')} prompts"
-        if kind == "batch_end":
-            errors = f", {r.get('errors')} errors" if r.get("errors") else ""
-            return f"{where}: {r.get('method')} done ({r.get('n')} prompts{errors})"
-        if kind == "child_start":
-            return f"child RLM started: {first_line(r.get('question'), 60)!r}"
-        if kind == "child_end":
-            return f"child RLM ended by {r.get('stopped_by')} after {r.get('iterations')} turns"
-        if kind == "final":
-            return f"{where}: finished ({r.get('stopped_by')})"
-        if kind in ("limit", "error"):
-            return f"{where}: {kind}: {first_line(r.get('reason') or r.get('message') or '')}"
+        if isinstance(r, ExecStart):
+            return f"{where} turn {r.iteration or '-'}: running code: {first_line(r.code)}"
+        if isinstance(r, Exec) and r.error:
+            return f"{where}: code failed: {last_line(r.error, 120)}"
+        if isinstance(r, BatchStart):
+            return f"{where}: {r.method} with {r.n} prompts"
+        if isinstance(r, BatchEnd):
+            errors = f", {r.errors} errors" if r.errors else ""
+            return f"{where}: {r.method} done ({r.n} prompts{errors})"
+        if isinstance(r, ChildStart):
+            return f"child RLM started: {first_line(r.question, 60)!r}"
+        if isinstance(r, ChildEnd):
+            return f"child RLM ended by {r.stopped_by} after {r.iterations} turns"
+        if isinstance(r, FinalRecord):
+            return f"{where}: finished ({r.stopped_by})"
+        if isinstance(r, Limit):
+            return f"{where}: limit: {r.reason}"
+        if isinstance(r, Error):
+            if r.depth == 0 and not r.recoverable:
+                return None  # how the run ended: said once by the caller (the CLI's last line)
+            return f"{where}: error: {first_line(r.message)}"
         return None
 
     def close(self) -> None:
@@ -270,9 +301,9 @@ class LiveTree:
         self.live.start()
         return self
 
-    def __call__(self, record: Record) -> None:
+    def __call__(self, event: Event) -> None:
         with self.lock:
-            self.state.apply(record)
+            self.state.apply(event)
         if self.live is None and not self.closed:
             self.start()
 
@@ -343,9 +374,9 @@ class Quiet:
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
 
-    def __call__(self, record: Record) -> None:
-        if record["type"] == "run_start":
-            for warning in record.get("warnings") or []:
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RunStart):
+            for warning in event.warnings:
                 self.stream.write(f"rlmx: warning: {warning}\n")
 
     def close(self) -> None:

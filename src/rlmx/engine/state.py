@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlmx.engine.events import Emitter, excerpt
 from rlmx.engine.ledger import Ledger
 from rlmx.errors import BudgetExhausted, ConfigError, DeadlineExceeded, ModelError, RLMError
 from rlmx.limits import HistorySettings, Limits
@@ -24,7 +23,10 @@ from rlmx.lm.base import (
     estimate_message_tokens,
     estimate_tokens,
 )
+from rlmx.outcomes import Purpose
 from rlmx.sandbox.base import Sandbox, SandboxSettings
+from rlmx.trace.events import LMCall, LMRetry, excerpt
+from rlmx.trace.writer import Emitter
 
 Pricer = Callable[[str, Usage], "float | None"]
 
@@ -110,7 +112,7 @@ class RunState:
         return self.pricer(lm.name, Usage(input_tokens=input_tokens, output_tokens=output_tokens))
 
     def budget_call(
-        self, lm: LM, est_input: int, *, purpose: str, final: bool
+        self, lm: LM, est_input: int, *, purpose: Purpose, final: bool
     ) -> tuple[float | None, int | None]:
         """(worst-case cost, output cap) of the call about to be made. A root turn also updates the
         reserve kept for the forced final answer (this input plus a reply, its output and the request);
@@ -138,10 +140,11 @@ class RunState:
         *,
         depth: int,
         parent_id: str | None,
-        purpose: str,
+        purpose: Purpose,
         final: bool = False,
         log_messages: list[Message] | None = None,
-        **fields: Any,
+        iteration: int | None = None,
+        batch_id: str | None = None,
     ) -> LMResponse:
         """Check the ledger, make the call, book it, and trace it. The only way a model is called."""
         est_input = estimate_message_tokens(messages)
@@ -154,14 +157,15 @@ class RunState:
 
         def on_retry(attempt: int, error: str, delay: float) -> None:
             self.emitter.emit(
-                "lm_retry",
-                parent_id=parent_id,
-                depth=depth,
-                model=lm.name,
-                purpose=purpose,
-                attempt=attempt,
-                error=error,
-                delay_s=round(delay, 3),
+                LMRetry(
+                    parent_id=parent_id,
+                    depth=depth,
+                    model=lm.name,
+                    purpose=purpose,
+                    attempt=attempt,
+                    error=error,
+                    delay_s=round(delay, 3),
+                )
             )
 
         settings = self.settings(
@@ -196,33 +200,35 @@ class RunState:
                 self.ledger.record(lm.name, depth, usage, cost, reserved)
                 booked = True
             self.emitter.emit(
-                "lm_call",
-                parent_id=parent_id,
-                depth=depth,
-                model=lm.name,
-                purpose=purpose,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cached_tokens=usage.cached_tokens,
-                reasoning_tokens=usage.reasoning_tokens,
-                cost_usd=cost,
-                cost_source=cost_source(usage, cost, response is not None),
-                est_cost_usd=est_cost,
-                max_output_tokens=output_cap,
-                counted=booked,
-                cache_hit=bool(response and response.cached),
-                duration_s=round(time.monotonic() - started, 4),
-                attempts=response.attempts if response else attempts,
-                attempt_errors=list(response.attempt_errors) if response else attempt_errors,
-                n_messages=len(messages),
-                input_chars=sum(len(str(m.get("content", ""))) for m in messages),
-                messages=[
-                    {"role": m.get("role"), **excerpt(str(m.get("content", "")), self.excerpt_chars)}
-                    for m in (messages if log_messages is None else log_messages)
-                ],
-                reply=excerpt(response.text, self.excerpt_chars) if response else None,
-                error=error,
-                **fields,
+                LMCall(
+                    parent_id=parent_id,
+                    depth=depth,
+                    model=lm.name,
+                    purpose=purpose,
+                    iteration=iteration,
+                    batch_id=batch_id,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cached_tokens=usage.cached_tokens,
+                    reasoning_tokens=usage.reasoning_tokens,
+                    cost_usd=cost,
+                    cost_source=cost_source(usage, cost, response is not None),
+                    est_cost_usd=est_cost,
+                    max_output_tokens=output_cap,
+                    counted=booked,
+                    cache_hit=bool(response and response.cached),
+                    duration_s=round(time.monotonic() - started, 4),
+                    attempts=response.attempts if response else attempts,
+                    attempt_errors=list(response.attempt_errors) if response else attempt_errors,
+                    n_messages=len(messages),
+                    input_chars=sum(len(str(m.get("content", ""))) for m in messages),
+                    messages=[
+                        {"role": m.get("role"), **excerpt(str(m.get("content", "")), self.excerpt_chars)}
+                        for m in (messages if log_messages is None else log_messages)
+                    ],
+                    reply=excerpt(response.text, self.excerpt_chars) if response else None,
+                    error=error,
+                )
             )
         return response
 

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 from rlmx.context.metadata import describe
 from rlmx.errors import RLMError
 from rlmx.lm.base import estimate_tokens
+from rlmx.outcomes import Purpose
 from rlmx.sandbox.base import ContextPayload
+from rlmx.trace.events import BatchEnd, BatchStart, Fallback
 
 if TYPE_CHECKING:
     from rlmx.engine.node import Node
@@ -74,12 +76,15 @@ class SubCalls:
     ) -> list[str]:
         """One batched request: its calls run concurrently between `batch_start` and `batch_end` records,
         and each of their records carries `batch_id` (for progress counters and the viewer)."""
-        batch_id = self.node.emit("batch_start", parent_id=exec_id, method=method, n=len(calls))
+        depth = self.node.depth
+        start = BatchStart(parent_id=exec_id, depth=depth, method=method, n=len(calls))
+        batch_id = self.node.emit(start).id
         results = await run_windowed([partial(call, batch_id=batch_id) for call in calls], window)
         errors = sum(1 for r in results if r.startswith(("[llm_query error]", "[rlm_query error]")))
-        self.node.emit(
-            "batch_end", parent_id=exec_id, batch_id=batch_id, method=method, n=len(calls), errors=errors
+        end = BatchEnd(
+            parent_id=exec_id, depth=depth, batch_id=batch_id, method=method, n=len(calls), errors=errors
         )
+        self.node.emit(end)
         return results
 
     async def sub_call(
@@ -89,7 +94,7 @@ class SubCalls:
         parent_id: str,
         *,
         batched: bool,
-        purpose: str = "llm_query",
+        purpose: Purpose = "llm_query",
         batch_id: str | None = None,
     ) -> str:
         lm = self.node.state.models.named(str(model)) if model else self.node.sub_lm
@@ -119,13 +124,10 @@ class SubCalls:
     ) -> str:
         max_depth = self.node.state.limits.max_depth
         if self.node.depth + 1 >= max_depth:
-            self.node.emit(
-                "fallback",
-                parent_id=parent_id,
-                reason=(
-                    f"rlm_query at depth {self.node.depth} with max_depth={max_depth} runs as a plain llm_query"
-                ),
+            reason = (
+                f"rlm_query at depth {self.node.depth} with max_depth={max_depth} runs as a plain llm_query"
             )
+            self.node.emit(Fallback(parent_id=parent_id, depth=self.node.depth, reason=reason))
             if context is not None:
                 prompt = f"{prompt}\n\nContext:\n{context if isinstance(context, str) else json.dumps(context, default=str)}"
             return await self.sub_call(

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from rlmx.engine.events import default_trace_dir
 from rlmx.errors import ConfigError
 from rlmx.sandbox.base import SandboxSettings
 from rlmx.serve.profiles import Profile
 from rlmx.serve.roots import Roots
+from rlmx.trace.writer import default_trace_dir
 
 TOKEN_ENV = "RLMX_SERVE_TOKEN"
 
