@@ -2,39 +2,58 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from rlmx.engine.ledger import UsageTotals
+from rlmx.errors import ConfigError
+from rlmx.outcomes import StopReason
 from rlmx.trace.events import (
+    BatchEnd,
+    BatchStart,
     ChildEnd,
     ChildStart,
+    Compaction,
+    Error,
     Event,
     Exec,
+    ExecStart,
     Final,
+    Limit,
     LMCall,
+    OutputRejected,
     RunEnd,
-    event_from_record,
-    excerpt_text,
+    RunStart,
+    from_record,
+    usage_of,
 )
+
+E = TypeVar("E", bound=Event)
+# The records an RLM writes about one of its own turns (they carry its `iteration`); exec_start and exec
+# carry it too, but they make the turn's cells.
+TURN_EVENTS = (LMCall, Compaction, Limit, OutputRejected, Error, Final)
+
+
+def as_events(items: Iterable[Event | dict[str, Any]]) -> list[Event]:
+    """Events as they are; raw JSON records (from `read_records`) read into their classes."""
+    return [item if isinstance(item, Event) else from_record(item) for item in items]
 
 
 @dataclass
 class Batch:
     """One `llm_query_batched` / `rlm_query_batched` request of a cell."""
 
-    start: Event
-    end: Event | None = None
+    start: BatchStart
+    end: BatchEnd | None = None
 
     @property
     def method(self) -> str:
-        return str(self.start.get("method", ""))
+        return self.start.method
 
     @property
     def n(self) -> int:
-        return int(self.start.get("n", 0))
+        return self.start.n
 
 
 @dataclass
@@ -43,7 +62,7 @@ class Cell:
 
     id: str
     exec: Exec | None = None  # None when the run stopped while the cell was running
-    start: Event | None = None
+    start: ExecStart | None = None
     sub_calls: list[LMCall] = field(default_factory=list)
     children: list[RLMNode] = field(default_factory=list)
     batches: list[Batch] = field(default_factory=list)
@@ -51,8 +70,9 @@ class Cell:
 
     @property
     def code(self) -> str:
+        """The code's text (from `exec`, or from `exec_start` when the cell never finished)."""
         source = self.exec if self.exec is not None else self.start
-        return excerpt_text(source.get("code")) if source is not None else ""
+        return source.code_text if source is not None else ""
 
     @property
     def iteration(self) -> int | None:
@@ -74,24 +94,29 @@ class RLMNode:
 
     id: str
     depth: int
-    start: Event
-    end: Event | None = None  # run_end or child_end
+    start: RunStart | ChildStart
+    end: RunEnd | ChildEnd | None = None
     final: Final | None = None
     turns: list[Turn] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)  # records of this RLM outside any turn
 
     @property
     def question(self) -> str:
-        return excerpt_text(self.start.get("question"))
+        return self.start.question_text
 
     @property
     def model(self) -> str:
-        return str(self.start.get("model", ""))
+        return self.start.model
 
     @property
-    def stopped_by(self) -> str | None:
+    def batch_id(self) -> str | None:
+        """The batch that started this child RLM (None for the root and for a lone `rlm_query`)."""
+        return self.start.batch_id if isinstance(self.start, ChildStart) else None
+
+    @property
+    def stopped_by(self) -> StopReason | None:
         source = self.final or self.end
-        return None if source is None else source.get("stopped_by")
+        return None if source is None else source.stopped_by
 
     def walk(self) -> Iterator[RLMNode]:
         yield self
@@ -118,69 +143,65 @@ class Trace:
     by_id: dict[str, Event]
 
     @property
-    def run_start(self) -> Event:
-        return self.root.start
+    def run_start(self) -> RunStart:
+        start = self.root.start
+        if not isinstance(start, RunStart):  # `build` makes the root from a run_start, always
+            raise TypeError(f"the root of a trace starts with a run_start, not {start.type}")
+        return start
 
     @property
-    def run_end(self) -> Event | None:
-        return self.root.end
+    def run_end(self) -> RunEnd | None:
+        end = self.root.end
+        return end if isinstance(end, RunEnd) else None
 
     def nodes(self) -> Iterator[RLMNode]:
         return self.root.walk()
 
     def lm_calls(self) -> list[LMCall]:
-        return [e for e in self.events if isinstance(e, LMCall)]
+        return self.of_type(LMCall)
 
-    def of_type(self, type_: str) -> list[Event]:
-        return [e for e in self.events if e.type == type_]
+    def of_type(self, cls: type[E]) -> list[E]:
+        """Every event of the run that is a `cls` (e.g. `trace.of_type(Exec)`)."""
+        return [e for e in self.events if isinstance(e, cls)]
 
     def usage(self) -> dict[str, Any]:
         """Usage recomputed from the lm_call records, shaped like `RunResult.usage` (without wall time)."""
-        total = UsageTotals()
-        by_model: dict[str, UsageTotals] = {}
-        by_depth: dict[int, UsageTotals] = {}
-        for call in self.lm_calls():
-            if not call.counted:
-                continue
-            total.add(call.usage, call.cost_usd)
-            by_model.setdefault(call.model, UsageTotals()).add(call.usage, call.cost_usd)
-            by_depth.setdefault(call.depth, UsageTotals()).add(call.usage, call.cost_usd)
-        out = total.to_dict()
-        out["by_model"] = {name: totals.to_dict() for name, totals in by_model.items()}
-        out["by_depth"] = {str(depth): totals.to_dict() for depth, totals in sorted(by_depth.items())}
-        return out
+        return usage_of(self.events)
 
     def summary(self) -> dict[str, Any]:
         end = self.run_end
         usage = self.usage()
         return {
             "question": self.root.question,
-            "answer": None if end is None else excerpt_text(end.get("answer")) if end.get("answer") else None,
-            "stopped_by": None if end is None else end.get("stopped_by"),
-            "iterations": None if end is None else end.get("iterations"),
+            "answer": None if end is None else end.answer_text,
+            "stopped_by": None if end is None else end.stopped_by,
+            "iterations": None if end is None else end.iterations,
             "calls": usage["calls"],
             "input_tokens": usage["input_tokens"],
             "output_tokens": usage["output_tokens"],
             "cached_tokens": usage["cached_tokens"],
             "cost_usd": usage["cost_usd"],
-            "elapsed_s": None if end is None else end.get("elapsed_s"),
+            "elapsed_s": None if end is None else end.elapsed_s,
             "finished": end is not None,
         }
 
 
-def build(records: list[dict[str, Any]], path: Path | None = None) -> Trace:
-    """The call tree of one run's records (in file order)."""
-    events = [event_from_record(r) for r in records]
+def build(items: Iterable[Event | dict[str, Any]], path: Path | None = None) -> Trace:
+    """The call tree of one run: its events (or raw records) in file order, the run_start first."""
+    events = as_events(items)
+    start = events[0] if events else None
+    if not isinstance(start, RunStart):
+        raise ConfigError(f"{path or 'trace'}: a run begins with a run_start record")
     by_id = {e.id: e for e in events}
-    root = RLMNode(id=events[0].id, depth=0, start=events[0])
+    root = RLMNode(id=start.id, depth=0, start=start)
     nodes: dict[str, RLMNode] = {root.id: root}
     cells: dict[str, tuple[RLMNode, Cell]] = {}
     batches: dict[str, Batch] = {}
     for event in events[1:]:  # pass 1: the RLMs, the cells (exec ids) and the batches
         if isinstance(event, ChildStart):
             nodes[event.id] = RLMNode(id=event.id, depth=event.depth, start=event)
-        elif event.type in ("exec", "exec_start"):
-            exec_id = event.id if event.type == "exec" else str(event.get("exec_id"))
+        elif isinstance(event, (Exec, ExecStart)):
+            exec_id = event.id if isinstance(event, Exec) else event.exec_id
             owner = nodes.get(str(event.parent_id))
             if owner is not None:
                 _, cell = cells.setdefault(exec_id, (owner, Cell(id=exec_id)))
@@ -188,15 +209,12 @@ def build(records: list[dict[str, Any]], path: Path | None = None) -> Trace:
                     cell.exec = event
                 else:
                     cell.start = event
-        elif event.type == "batch_start":
+        elif isinstance(event, BatchStart):
             batches[event.id] = Batch(start=event)
-        elif event.type == "batch_end" and event.get("batch_id") in batches:
-            batches[str(event.get("batch_id"))].end = event
-    placed: set[str] = set()
-    for exec_id, (owner, cell) in cells.items():
-        if exec_id not in placed:
-            placed.add(exec_id)
-            turn_of(owner, cell.iteration or 0).cells.append(cell)
+        elif isinstance(event, BatchEnd) and event.batch_id in batches:
+            batches[event.batch_id].end = event
+    for owner, cell in cells.values():
+        turn_of(owner, cell.iteration or 0).cells.append(cell)
     for event in events[1:]:  # pass 2: hang every record where it belongs
         place(event, nodes, cells, batches)
     return Trace(path=path, events=events, root=root, by_id=by_id)
@@ -209,13 +227,13 @@ def place(
     batches: dict[str, Batch],
 ) -> None:
     parent = str(event.parent_id)
-    if event.type in ("exec", "exec_start", "batch_end"):
+    if isinstance(event, (Exec, ExecStart, BatchEnd)):  # placed in pass 1
         return
     if isinstance(event, ChildStart):
         if parent in cells:
             cells[parent][1].children.append(nodes[event.id])
         return
-    if event.type == "batch_start":
+    if isinstance(event, BatchStart):
         if parent in cells:
             cells[parent][1].batches.append(batches[event.id])
         return
@@ -241,7 +259,7 @@ def place(
         return
     if isinstance(event, Final):
         node.final = event
-    iteration = event.iteration
+    iteration = event.iteration if isinstance(event, TURN_EVENTS) else None
     if iteration is None:
         node.events.append(event)
     elif isinstance(event, LMCall):
