@@ -14,6 +14,7 @@ import pytest
 import rlmx.trace
 from observability_runs import depth2_policy, run_depth2
 from rlmx.testing import ScriptedServer
+from rlmx.trace import Exec
 from rlmx.view import render_html, report_data
 
 HOSTILE = "</script><script>window.pwned=1</script><img src=x onerror=alert(1)>"
@@ -72,7 +73,7 @@ def test_tree_nests_children_under_their_batch_and_costs_add_up(trace_path: Path
     # the timeline has every model call and code cell, placed by depth
     kinds = [item[3] for item in data["timeline"]]
     assert kinds.count(0) + kinds.count(1) == len(trace.lm_calls())
-    assert kinds.count(2) == len(trace.of_type("exec"))
+    assert kinds.count(2) == len(trace.of_type(Exec))
     assert {item[2] for item in data["timeline"]} == {0, 1, 2}
 
 
@@ -104,9 +105,7 @@ def test_view_command_writes_the_report_and_fails_clearly_without_a_trace(
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(out) and out.stat().st_size > 10_000
-    assert embedded(out.read_text())["summary"]["run_id"] == rlmx.trace.load(trace_path).run_start.get(
-        "run_id"
-    )
+    assert embedded(out.read_text())["summary"]["run_id"] == rlmx.trace.load(trace_path).run_start.run_id
     missing = subprocess.run(
         [sys.executable, "-m", "rlmx.cli", "view", str(tmp_path / "nope.jsonl")],
         capture_output=True,

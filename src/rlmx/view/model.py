@@ -11,10 +11,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlmx.trace import Batch, Cell, Event, LMCall, RLMNode, Trace, Turn, excerpt_text
+from rlmx.outcomes import SUB_CALL_PURPOSES
+from rlmx.trace import (
+    Batch,
+    Cell,
+    ChildEnd,
+    Error,
+    Event,
+    Fallback,
+    Final,
+    Limit,
+    LMCall,
+    LMRetry,
+    OutputRejected,
+    RLMNode,
+    RunEnd,
+    Trace,
+    Turn,
+)
 
 LABEL_CHARS = 90
-SUB_PURPOSES = ("llm_query", "fallback")
+NOT_SHOWN = ("schema_version", "parent_id", "t")  # record fields a note's "record" section leaves out
 
 
 def one_line(text: str, limit: int = LABEL_CHARS) -> str:
@@ -65,14 +82,14 @@ class ReportBuilder:
 
     def rlm(self, node: RLMNode, parent: int) -> float | None:
         end = node.final or node.end
-        stopped = None if end is None else end.get("stopped_by")
+        stopped = None if end is None else end.stopped_by
         label = "Root RLM" if node.depth == 0 else f"Child RLM: {one_line(node.question)}"
         details = [["question", node.question]]
-        answer = None if end is None else end.get("answer")
+        answer = None if end is None else end.answer_text
         if answer is not None:
-            details.append(["answer", excerpt_text(answer)])
-        if end is not None and end.get("error"):
-            details.append(["error", str(end.get("error"))])
+            details.append(["answer", answer])
+        if end is not None and end.error:
+            details.append(["error", end.error])
         meta = f"{node.model} · {len(node.turns)} turn(s) · " + (
             f"stopped by {stopped}" if stopped else "did not finish"
         )
@@ -113,16 +130,15 @@ class ReportBuilder:
         return self.set_cost(index, costs)
 
     def call(self, call: LMCall, parent: int) -> float | None:
-        sub = call.purpose in SUB_PURPOSES
-        details = [[f"message ({role})", text] for role, text in call.messages]
-        details.append(
-            ["reply", call.reply] if call.data.get("reply") is not None else ["error", call.error or ""]
-        )
+        sub = call.purpose in SUB_CALL_PURPOSES
+        messages = call.message_texts
+        details = [[f"message ({role})", text] for role, text in messages]
+        details.append(["reply", call.reply_text] if call.reply is not None else ["error", call.error or ""])
         if sub:
-            prompt = call.messages[-1][1] if call.messages else ""
+            prompt = messages[-1][1] if messages else ""
             label = f"{call.purpose}: {one_line(prompt, 70)}"
         else:
-            label = f"model call ({call.purpose}) → {one_line(call.reply, 60)}"
+            label = f"model call ({call.purpose}) → {one_line(call.reply_text, 60)}"
         index = self.add(
             parent,
             "sub" if sub else "call",
@@ -143,7 +159,7 @@ class ReportBuilder:
         details = [["code", code]]
         status = "ok"
         if cell.exec is not None:
-            details.append(["output", cell.exec.output or "(no output)"])
+            details.append(["output", cell.exec.output_text or "(no output)"])
             if cell.exec.error:
                 details.append(["error", cell.exec.error])
                 status = "err"
@@ -176,12 +192,11 @@ class ReportBuilder:
             else:
                 items.append((call.t - call.duration_s, call))
         for child in cell.children:
-            batch_id = child.start.get("batch_id")
-            if batch_id in in_batch:
-                in_batch[str(batch_id)].append(child)
+            if child.batch_id is not None and child.batch_id in in_batch:
+                in_batch[child.batch_id].append(child)
             else:
                 items.append((child.start.t, child))
-        items += [(e.t, e) for e in cell.events if e.type != "child_end"]
+        items += [(e.t, e) for e in cell.events if not isinstance(e, ChildEnd)]  # shown by the child
         costs = []
         for _, item in sorted(items, key=lambda pair: pair[0]):
             if isinstance(item, Batch):
@@ -198,7 +213,7 @@ class ReportBuilder:
         return self.note(item, parent)
 
     def batch(self, batch: Batch, members: list[Any], parent: int) -> float | None:
-        errors = None if batch.end is None else batch.end.get("errors")
+        errors = None if batch.end is None else batch.end.errors
         meta = f"{batch.n} prompt(s)" + (f" · {errors} error(s)" if errors else "")
         index = self.add(
             parent,
@@ -212,23 +227,15 @@ class ReportBuilder:
         return self.set_cost(index, [self.item(m, index) for m in members])
 
     def note(self, event: Event, parent: int) -> float | None:
-        text = (
-            event.get("reason")
-            or event.get("message")
-            or event.get("errors")
-            or (excerpt_text(event.get("answer")) if event.get("answer") is not None else None)
-            or event.get("stopped_by")
-            or ""
-        )
-        text = text if isinstance(text, str) else str(text)
+        text = note_text(event)
         status = (
             "err"
-            if event.type in ("error", "output_rejected")
+            if isinstance(event, (Error, OutputRejected))
             else "limit"
-            if event.type == "limit"
+            if isinstance(event, Limit)
             else "ok"
         )
-        extra = {k: v for k, v in event.data.items() if k not in ("schema_version", "parent_id", "t")}
+        extra = {k: v for k, v in event.to_record().items() if k not in NOT_SHOWN}
         self.add(
             parent,
             "note",
@@ -249,15 +256,31 @@ class ReportBuilder:
     def summary(self) -> dict[str, Any]:
         summary = self.trace.summary()
         start = self.trace.run_start
-        summary["model"] = start.get("model")
-        summary["sub_model"] = start.get("sub_model")
-        summary["run_id"] = start.get("run_id")
-        summary["limits"] = start.get("limits") or {}
-        summary["warnings"] = start.get("warnings") or []
+        summary["model"] = start.model
+        summary["sub_model"] = start.sub_model
+        summary["run_id"] = start.run_id
+        summary["limits"] = start.limits or {}
+        summary["warnings"] = start.warnings or []
         summary["depth_max"] = max((e.depth for e in self.trace.events), default=0)
         summary["events"] = len(self.trace.events)
         summary["duration_s"] = round(max((e.t for e in self.trace.events), default=self.t0) - self.t0, 3)
         return summary
+
+
+def note_text(event: Event) -> str:
+    """What a note says: why a limit or a fallback happened, an error, a rejected answer's problems, an
+    RLM's answer (or how it stopped)."""
+    if isinstance(event, (Limit, Fallback)):
+        return event.reason
+    if isinstance(event, Error):
+        return event.message
+    if isinstance(event, OutputRejected):
+        return str(event.errors) if event.errors else ""
+    if isinstance(event, LMRetry):
+        return event.error
+    if isinstance(event, (Final, ChildEnd, RunEnd)):
+        return event.answer_text or event.stopped_by
+    return ""
 
 
 def report_data(trace: Trace) -> dict[str, Any]:
