@@ -29,6 +29,7 @@ from rlmx.serve.progress import ProgressTracker, usage_line
 from rlmx.serve.roots import PathRefused, Roots, usable_context
 from rlmx.serve.settings import own_trace_dir, trace_file
 from rlmx.serve.trace_text import describe_trace, find_trace, recent_traces
+from rlmx.trace.events import Event
 
 INSTRUCTIONS = (
     "rlmx answers questions about very large texts, files and folders (far beyond a model's context window) "
@@ -124,8 +125,8 @@ class RlmxTools:
         tracker = ProgressTracker()
         updates: asyncio.Queue[str | None] = asyncio.Queue()
 
-        def sink(record: dict[str, Any]) -> None:
-            snapshot = tracker.update(record)
+        def sink(event: Event) -> None:
+            snapshot = tracker.update(event)
             if snapshot is not None:
                 updates.put_nowait(f"{snapshot['message']} ({tracker.line()})")
 

@@ -29,6 +29,7 @@ from rlmx.serve.jobs import Busy, RunGate, RunJob
 from rlmx.serve.logs import RequestLog, RequestRecord, log, record_of
 from rlmx.serve.roots import PathRefused, usable_context
 from rlmx.serve.settings import ServeSettings, trace_file
+from rlmx.trace.writer import Sink
 
 DRAIN_CAP = 64 * 2**20  # an oversized body is read (and dropped) up to this, so the client sees the 413
 TRACE_HEADER = "x-rlmx-trace-id"
@@ -208,7 +209,7 @@ class ChatService:
         settings = self.settings
         trace = trace_file(settings.trace_dir, run_id) if settings.trace else False
 
-        def make_rlm(sink: Callable[[dict[str, Any]], None]) -> Any:
+        def make_rlm(sink: Sink) -> Any:
             return run.profile.rlm(limits=run.limits, on_event=sink, trace=trace, sandbox=settings.sandbox)
 
         job = RunJob(

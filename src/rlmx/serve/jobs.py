@@ -9,6 +9,8 @@ from typing import Any
 
 from rlmx.rlm import RLM, RunResult
 from rlmx.serve.progress import ProgressTracker
+from rlmx.trace.events import Event
+from rlmx.trace.writer import Sink
 
 
 class Busy(Exception):
@@ -68,7 +70,7 @@ class RunJob:
 
     def __init__(
         self,
-        make_rlm: Callable[[Any], RLM],
+        make_rlm: Callable[[Sink], RLM],
         ticket: Ticket,
         *,
         question: str,
@@ -85,8 +87,8 @@ class RunJob:
         self._args = (question, context, context_note, output)
         self.task: asyncio.Task[RunResult] = asyncio.create_task(self._run())
 
-    def _sink(self, record: dict[str, Any]) -> None:
-        snapshot = self.tracker.update(record)
+    def _sink(self, event: Event) -> None:
+        snapshot = self.tracker.update(event)
         if snapshot is not None:
             self.events.put_nowait(snapshot)
 

@@ -1,4 +1,4 @@
-"""Trace records -> progress snapshots for remote callers (streamed chunks, MCP progress notifications).
+"""Trace events -> progress snapshots for remote callers (streamed chunks, MCP progress notifications).
 
 Every model call is counted; a snapshot is produced only for the events worth showing: a root turn, root
 code run, a child RLM starting or ending, a limit, a rejected typed answer, the end of the run.
@@ -10,7 +10,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-SUB_CALL_PURPOSES = ("llm_query", "fallback")
+from rlmx.outcomes import SUB_CALL_PURPOSES
+from rlmx.trace.events import (
+    ChildEnd,
+    ChildStart,
+    Event,
+    Exec,
+    Limit,
+    LMCall,
+    OutputRejected,
+    RunEnd,
+    RunStart,
+)
 
 
 @dataclass
@@ -25,40 +36,44 @@ class ProgressTracker:
     output_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
 
-    def update(self, record: dict[str, Any]) -> dict[str, Any] | None:
-        """Take one trace record; return a snapshot when it is an event worth reporting."""
-        kind, depth = record.get("type"), record.get("depth", 0)
-        if kind == "run_start":
-            self.run_id = str(record.get("run_id", ""))
+    def update(self, event: Event) -> dict[str, Any] | None:
+        """Take one trace event; return a snapshot when it is an event worth reporting. A snapshot about
+        a child, a limit or a rejected answer is named after its record's type (`child_start`, ...)."""
+        if isinstance(event, RunStart):
+            self.run_id = event.run_id
             return self.snapshot("started", "run started")
-        if kind == "lm_call":
-            self.calls += 1
-            self.input_tokens += int(record.get("input_tokens") or 0)
-            self.output_tokens += int(record.get("output_tokens") or 0)
-            if record.get("purpose") in SUB_CALL_PURPOSES:
-                self.sub_calls += 1
-                return None
-            if depth == 0 and record.get("purpose") == "root":
-                self.turn = int(record.get("iteration") or self.turn + 1)
-                return self.snapshot("turn", f"turn {self.turn}: the root model replied")
-            return None
-        if kind == "exec" and depth == 0:
-            failed = " (it failed)" if record.get("error") else ""
+        if isinstance(event, LMCall):
+            return self.on_call(event)
+        if isinstance(event, Exec) and event.depth == 0:
+            failed = " (it failed)" if event.error else ""
             return self.snapshot("code", f"turn {self.turn}: ran code{failed}")
-        if kind == "child_start":
+        if isinstance(event, ChildStart):
             self.children_started += 1
-            return self.snapshot("child_start", f"child RLM {self.children_started} started at depth {depth}")
-        if kind == "child_end":
-            self.children_done += 1
-            return self.snapshot("child_end", f"child RLM ended ({record.get('stopped_by')})")
-        if kind == "limit" and depth == 0:
-            return self.snapshot("limit", f"limit reached: {record.get('reason')}")
-        if kind == "output_rejected":
             return self.snapshot(
-                "output_rejected", "the answer did not match the schema; asked to correct it"
+                event.type, f"child RLM {self.children_started} started at depth {event.depth}"
             )
-        if kind == "run_end":
-            return self.snapshot("done", f"run ended ({record.get('stopped_by')})")
+        if isinstance(event, ChildEnd):
+            self.children_done += 1
+            return self.snapshot(event.type, f"child RLM ended ({event.stopped_by})")
+        if isinstance(event, Limit) and event.depth == 0:
+            return self.snapshot(event.type, f"limit reached: {event.reason}")
+        if isinstance(event, OutputRejected):
+            return self.snapshot(event.type, "the answer did not match the schema; asked to correct it")
+        if isinstance(event, RunEnd):
+            return self.snapshot("done", f"run ended ({event.stopped_by})")
+        return None
+
+    def on_call(self, call: LMCall) -> dict[str, Any] | None:
+        """Every call is counted; only a turn of the root RLM is reported."""
+        self.calls += 1
+        self.input_tokens += call.input_tokens
+        self.output_tokens += call.output_tokens
+        if call.purpose in SUB_CALL_PURPOSES:
+            self.sub_calls += 1
+            return None
+        if call.depth == 0 and call.purpose == "root":
+            self.turn = call.iteration or self.turn + 1
+            return self.snapshot("turn", f"turn {self.turn}: the root model replied")
         return None
 
     def snapshot(self, event: str, message: str) -> dict[str, Any]:

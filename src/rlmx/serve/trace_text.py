@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from rlmx.errors import ConfigError
+from rlmx.trace.events import RunStart, from_record
 
 RUN_ID = re.compile(r"^[0-9a-f]{6,32}$")
 CODE_LINE_CHARS = 100
@@ -49,25 +49,22 @@ def recent_traces(trace_dir: Path, limit: int = 10) -> str:
         return f"no traces yet in {trace_dir}"
     lines = [f"{len(files)} most recent traces in {trace_dir}:"]
     for path in files:
-        first = _first_record(path)
-        question = _text(first.get("question"))[:80].replace("\n", " ")
-        lines.append(f"- {first.get('run_id', '?')}  {path.name}  {question!r}")
+        start = _run_start(path)
+        question = start.question_text[:80].replace("\n", " ") if start is not None else ""
+        run_id = start.run_id if start is not None and start.run_id else "?"
+        lines.append(f"- {run_id}  {path.name}  {question!r}")
     return "\n".join(lines)
 
 
-def _first_record(path: Path) -> dict[str, Any]:
+def _run_start(path: Path) -> RunStart | None:
+    """The file's first record when it is a run_start (a listing reads one line per trace, no more)."""
     with open(path, encoding="utf-8") as handle:
         try:
             record = json.loads(handle.readline() or "{}")
-        except ValueError:
-            return {}
-    return record if isinstance(record, dict) else {}
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, dict):
-        return str(value.get("text") or value.get("head") or "")
-    return "" if value is None else str(value)
+            event = from_record(record) if isinstance(record, dict) else None
+        except (TypeError, ValueError):
+            return None
+    return event if isinstance(event, RunStart) else None
 
 
 def describe_trace(path: Path, *, turns: bool = False) -> str:
@@ -79,7 +76,7 @@ def describe_trace(path: Path, *, turns: bool = False) -> str:
     cost = summary.get("cost_usd")
     tokens = int(summary.get("input_tokens") or 0) + int(summary.get("output_tokens") or 0)
     lines = [
-        f"run {trace.run_start.get('run_id', '?')} (trace: {path})",
+        f"run {trace.run_start.run_id or '?'} (trace: {path})",
         f"question: {summary.get('question')}",
         f"answer: {summary.get('answer')}",
         (
@@ -105,7 +102,7 @@ def describe_trace(path: Path, *, turns: bool = False) -> str:
             for cell in turn.cells:
                 code = cell.code.strip().splitlines()
                 first = code[0][:CODE_LINE_CHARS] if code else ""
-                error = cell.exec.get("error") if cell.exec is not None else "(still running)"
+                error = cell.exec.error if cell.exec is not None else "(still running)"
                 more = f" (+{len(code) - 1} lines)" if len(code) > 1 else ""
                 lines.append(
                     f"  turn {turn.iteration}: {first}{more} · {len(cell.sub_calls)} sub-calls"
