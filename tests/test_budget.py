@@ -23,9 +23,10 @@ from observability_runs import (
 )
 from policies import is_forced_final, is_root, question, repl, turn
 from rlmx import RLM, ConfigError, Limits, ModelOptions, SandboxSettings
-from rlmx.engine.state import BUDGET_OUTPUT_TOKENS
+from rlmx.engine.tree import BUDGET_OUTPUT_TOKENS
 from rlmx.lm.base import Usage, estimate_message_tokens
 from rlmx.testing import Reply, ScriptedRequest, ScriptedServer
+from rlmx.trace import Exec
 
 CHILDREN = 6
 LEAVES = 4
@@ -124,8 +125,8 @@ def test_depth2_batched_children_budget_stops_mid_batch_and_spend_stays_under(tm
     children = trace.root.turns[0].cells[0].children
     leaf_calls = [c for child in children for c in child.lm_calls() if c.purpose == "llm_query"]
     assert 0 < len(leaf_calls) < CHILDREN * LEAVES
-    refused = [r for r in trace.events if "max_cost_usd" in json.dumps(r.data.get("output") or "")]
-    assert batch.end.get("errors") or refused
+    refused = [e for e in trace.of_type(Exec) if "max_cost_usd" in json.dumps(e.output or "")]
+    assert batch.end.errors or refused
     assert trace.usage() == {k: v for k, v in result.usage.items() if k != "wall_time_s"}
 
 
@@ -234,5 +235,5 @@ def test_unknown_price_allowed_runs_and_says_so(tmp_path: Path) -> None:
         ).run("q", "ctx")
     assert result.answer == "ok" and result.usage["cost_usd"] is None
     start = rlmx.trace.load(trace).run_start
-    assert start.get("unpriced_models") == [SCRIPTED]
-    assert "not counted against max_cost_usd=0.01" in start.get("warnings")[0]
+    assert start.unpriced_models == [SCRIPTED]
+    assert "not counted against max_cost_usd=0.01" in start.warnings[0]

@@ -9,25 +9,46 @@ import re
 import subprocess
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 from rich.console import Console
 
 from observability_runs import SCRIPTED, depth2_policy, run_depth2
 from rlmx.engine.progress import MAX_CHILDREN_SHOWN, LiveTree, PlainLines, ProgressState
+from rlmx.outcomes import SUB_CALL_PURPOSES
 from rlmx.testing import ScriptedServer
-from rlmx.trace import read_records
+from rlmx.trace import (
+    BatchStart,
+    ChildEnd,
+    ChildStart,
+    Event,
+    ExecStart,
+    LMCall,
+    RunEnd,
+    RunStart,
+    Unknown,
+    from_record,
+    read_events,
+)
+from rlmx.trace.events import excerpt
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 @pytest.fixture(scope="module")
-def records(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def events(tmp_path_factory: pytest.TempPathFactory) -> list[Event]:
+    """The depth-2 run's events, as the display gets them (read back from its trace)."""
     path = tmp_path_factory.mktemp("progress") / "run.jsonl"
     with ScriptedServer(depth2_policy) as srv:
         assert run_depth2(srv, path).stopped_by == "final"
-    return read_records(path)
+    return read_events(path)
+
+
+def run_end_of(events: list[Event]) -> RunEnd:
+    end = events[-1]
+    assert isinstance(end, RunEnd)
+    return end
 
 
 def snapshot(tree: LiveTree) -> str:
@@ -36,21 +57,21 @@ def snapshot(tree: LiveTree) -> str:
     return buffer.getvalue()
 
 
-def replay_until(records: list[dict[str, Any]], stop: Any) -> LiveTree:
+def replay_until(events: list[Event], stop: Callable[[Event], bool]) -> LiveTree:
     tree = LiveTree(io.StringIO())
     tree.closed = True  # draw on demand only, no live refresh thread
-    for record in records:
-        tree(record)
-        if stop(record):
+    for event in events:
+        tree(event)
+        if stop(event):
             break
     return tree
 
 
 def test_live_tree_shows_root_turn_running_code_children_and_batch_counters(
-    records: list[dict[str, Any]],
+    events: list[Event],
 ) -> None:
     # the moment the first child starts its own batch: root code running, rlm batch 0/2 done
-    tree = replay_until(records, lambda r: r["type"] == "batch_start" and r["depth"] == 1)
+    tree = replay_until(events, lambda e: isinstance(e, BatchStart) and e.depth == 1)
     text = snapshot(tree)
     assert text.startswith("rlmx ") and "calls |" in text and "$" in text
     assert "root turn 1 · running code: notes = llm_query_batched" in text
@@ -63,11 +84,11 @@ def test_live_tree_shows_root_turn_running_code_children_and_batch_counters(
     assert batch.done == 0 and batch.n == 2
 
 
-def test_live_tree_totals_match_the_run_and_children_fold_when_done(records: list[dict[str, Any]]) -> None:
-    tree = replay_until(records, lambda r: False)
+def test_live_tree_totals_match_the_run_and_children_fold_when_done(events: list[Event]) -> None:
+    tree = replay_until(events, lambda e: False)
     text = snapshot(tree)
-    run_end = records[-1]
-    usage = run_end["usage"]
+    run_end = run_end_of(events)
+    usage = run_end.usage
     assert f"{usage['calls']} calls" in text
     assert f"{usage['input_tokens']:,} in / {usage['output_tokens']:,} out tokens" in text
     assert f"${usage['cost_usd']:.4f}" in text
@@ -76,69 +97,52 @@ def test_live_tree_totals_match_the_run_and_children_fold_when_done(records: lis
 
 
 def test_many_running_children_are_summarised() -> None:
-    state_records: list[dict[str, Any]] = [
-        {"type": "run_start", "id": "e1", "parent_id": None, "depth": 0, "question": {"text": "q"}},
-        {
-            "type": "exec_start",
-            "id": "e3",
-            "parent_id": "e1",
-            "depth": 0,
-            "exec_id": "e2",
-            "iteration": 1,
-            "code": {"text": "rlm_query_batched(...)"},
-        },
+    state_events: list[Event] = [
+        RunStart(id="e1", parent_id=None, depth=0, question=excerpt("q")),
+        ExecStart(
+            id="e3",
+            parent_id="e1",
+            depth=0,
+            exec_id="e2",
+            iteration=1,
+            code=excerpt("rlm_query_batched(...)"),
+        ),
     ]
     for i in range(10):
-        state_records.append(
-            {
-                "type": "child_start",
-                "id": f"c{i}",
-                "parent_id": "e2",
-                "depth": 1,
-                "question": {"text": f"c{i}"},
-            }
-        )
-    state_records.append(
-        {
-            "type": "child_end",
-            "id": "x",
-            "parent_id": "e2",
-            "depth": 1,
-            "child_id": "c0",
-            "stopped_by": "final",
-            "iterations": 2,
-        }
+        state_events.append(ChildStart(id=f"c{i}", parent_id="e2", depth=1, question=excerpt(f"c{i}")))
+    state_events.append(
+        ChildEnd(id="x", parent_id="e2", depth=1, child_id="c0", stopped_by="final", iterations=2)
     )
     tree = LiveTree(io.StringIO())
     tree.closed = True
-    for record in state_records:
-        tree(record)
+    for event in state_events:
+        tree(event)
     text = snapshot(tree)
     assert text.count("child 'c") == MAX_CHILDREN_SHOWN
     assert f"{9 - MAX_CHILDREN_SHOWN} more running, 1 children done" in text
 
 
-def test_plain_lines_report_steps_but_not_every_sub_call(records: list[dict[str, Any]]) -> None:
+def test_plain_lines_report_steps_but_not_every_sub_call(events: list[Event]) -> None:
     stream = io.StringIO()
     lines_sink = PlainLines(stream)
-    for record in records:
-        lines_sink(record)
+    for event in events:
+        lines_sink(event)
     lines = stream.getvalue().splitlines()
     assert all(line.startswith("[rlmx ") for line in lines)
     assert any("root turn 1: running code: notes = llm_query_batched" in line for line in lines)
     assert any("root: llm_query_batched with 3 prompts" in line for line in lines)
     assert any("child 'child A' turn 1: model replied" in line for line in lines)
     assert sum("child RLM ended by final" in line for line in lines) == 2
-    sub_calls = sum(
-        1 for r in records if r["type"] == "lm_call" and r["purpose"] in ("llm_query", "fallback")
-    )
-    assert len(lines) < len(records) - sub_calls  # one line per step, none per sub-call
-    assert "$" in lines[-1] and f"{records[-1]['usage']['calls']} calls" in lines[-1]
+    sub_calls = sum(1 for e in events if isinstance(e, LMCall) and e.purpose in SUB_CALL_PURPOSES)
+    assert len(lines) < len(events) - sub_calls  # one line per step, none per sub-call
+    assert "$" in lines[-1] and f"{run_end_of(events).usage['calls']} calls" in lines[-1]
 
 
 def test_progress_state_ignores_unknown_record_types() -> None:
     state = ProgressState()
-    state.apply({"type": "something_new", "id": "e1", "parent_id": None, "depth": 0})
+    event = from_record({"type": "something_new", "id": "e1", "parent_id": None, "depth": 0})
+    assert isinstance(event, Unknown)
+    state.apply(event)
     assert state.calls == 0 and state.nodes == {}
 
 
