@@ -35,6 +35,7 @@ from benchmarks.measure import (  # noqa: E402
     sub_span_s,
 )
 from benchmarks.serve import ServerProcess  # noqa: E402
+from rlmx.trace.events import LMCall, from_record  # noqa: E402
 
 CONTEXT_MB = 40
 TURNS = 20
@@ -162,11 +163,12 @@ def trace_beyond_excerpts(path: Path) -> int:
     """Bytes of an rlmx trace minus the capped message/reply excerpts of its model-call records."""
     total = 0
     for line in path.read_text().splitlines():
-        record = json.loads(line)
+        event = from_record(json.loads(line))
         size = len(line.encode()) + 1
-        for key in ("messages", "reply"):
-            if record.get(key) is not None:
-                size -= len(json.dumps(record[key], ensure_ascii=False).encode())
+        if isinstance(event, LMCall):
+            for excerpts in (event.messages, event.reply):
+                if excerpts is not None:
+                    size -= len(json.dumps(excerpts, ensure_ascii=False).encode())
         total += size
     return total
 
