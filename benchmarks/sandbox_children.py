@@ -19,7 +19,8 @@ import statistics
 import time
 from typing import Any
 
-from rlmx.sandbox.base import ContextPayload, SandboxSettings
+from rlmx.context.payload import ContextPayload
+from rlmx.sandbox.base import SandboxSettings
 from rlmx.sandbox.process import ProcessSandbox, ProcessSandboxes
 
 SCAN = "n = context.count('needle')\nprint(len(context), n)"

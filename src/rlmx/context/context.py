@@ -21,10 +21,10 @@ from typing import IO, Any
 
 from rlmx.context import usable
 from rlmx.context.metadata import path_stats, render, size_summary, stats_of, tally
+from rlmx.context.payload import ContextPayload
 from rlmx.context.prefilter import Prefilter
 from rlmx.context.sources import LoadOptions, Manifest, scan
 from rlmx.errors import EmptyContext
-from rlmx.sandbox.base import ContextPayload
 
 PathLike = str | os.PathLike[str]
 

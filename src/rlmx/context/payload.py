@@ -1,22 +1,74 @@
-"""Building the `context` value from a payload, in the process that holds it (the REPL worker).
+"""The context on its way to the REPL: `ContextPayload` (what the host sends) and `load_payload` (what the
+process that holds the context builds from it).
 
-`load_payload` is the one entry point: the worker calls it once at start-up (a zygote may call it before
-it drops privileges and forks workers, which then share the loaded memory). Files are read here, never
-in the host, and never re-sent: a payload of kind "files" carries only their names.
+The host encodes a context once (`Context.payload`, or `ContextPayload.of` for a plain value); the
+sandbox carries the payload to the worker as it is. `load_payload` is the one way back to a value: the
+worker calls it once at start-up (a zygote may call it before it drops privileges and forks workers,
+which then share the loaded memory). Files are read there, never in the host, and never re-sent: a
+payload of kind "files" carries only their names.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rlmx.context.metadata import stats_of, tally
-from rlmx.sandbox.base import ContextPayload
 
 if TYPE_CHECKING:
     from rlmx.context.sources import Manifest
+
+PIECE_BYTES = 1 << 20  # a large context is sent in slices of this size
+
+
+@dataclass(frozen=True)
+class ContextPayload:
+    """The context, encoded once for the worker (never re-encoded per turn or per restart)."""
+
+    kind: (
+        str  # "inline-text" | "inline-json" | "files" (a JSON manifest; the worker reads the files) | "none"
+    )
+    blob: bytes = b""
+    # For the worker, sent in INIT as `context_options`: "prefilter" ({query, method, k}), "cache_dir"
+    # (where search indexes may be cached), "note" (a line the model's metadata ends with).
+    options: dict[str, Any] = field(default_factory=dict)
+
+    # An "inline-text" payload keeps the caller's str instead of a UTF-8 copy of it (40 MB less in the
+    # host for a 40 MB context); it is encoded a slice at a time while it is sent (`size`, `pieces`).
+    text: str | None = None
+
+    @classmethod
+    def of(cls, context: Any) -> ContextPayload:
+        if context is None:
+            return cls("none")
+        if isinstance(context, str):
+            return cls("inline-text", text=context)
+        return cls("inline-json", json.dumps(context, ensure_ascii=False, default=str).encode("utf-8"))
+
+    def size(self) -> int:
+        """Bytes on the wire."""
+        if self.text is None:
+            return len(self.blob)
+        if self.text.isascii():
+            return len(self.text)
+        return sum(len(piece) for piece in self.pieces())
+
+    def pieces(self, chunk: int = PIECE_BYTES) -> Iterator[bytes | memoryview]:
+        """The payload's bytes in slices of about `chunk`, never copied whole."""
+        if self.text is None:
+            view = memoryview(self.blob)
+            for start in range(0, len(self.blob), chunk):
+                yield view[start : start + chunk]
+            return
+        for start in range(0, len(self.text), chunk):  # UTF-8 of a concatenation = the concatenated UTF-8
+            yield self.text[start : start + chunk].encode("utf-8")
+
+    def data(self) -> bytes:
+        """The whole payload as bytes (for an in-process sandbox, which decodes it at once)."""
+        return self.blob if self.text is None else self.text.encode("utf-8")
 
 
 @dataclass

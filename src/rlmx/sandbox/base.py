@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from rlmx.context.payload import ContextPayload
 
 # An RPC handler answers the worker's requests (llm_query & co.). It returns a JSON-able result, or
 # raises BudgetExhausted / ModelError, which the worker sees as an exception in the model's code.
@@ -13,7 +14,6 @@ RpcHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
 BACKENDS = ("process", "process-unisolated", "local")
-PIECE_BYTES = 1 << 20  # a large context is sent in slices of this size
 
 
 @dataclass(frozen=True)
@@ -48,53 +48,6 @@ class SandboxSettings:
         for name in ("memory_mb", "max_processes", "max_file_mb", "max_open_files", "scratch_mb"):
             if getattr(self, name) < 16:
                 raise ValueError(f"SandboxSettings: {name} must be >= 16")
-
-
-@dataclass(frozen=True)
-class ContextPayload:
-    """The context, encoded once for the worker (never re-encoded per turn or per restart)."""
-
-    kind: (
-        str  # "inline-text" | "inline-json" | "files" (a JSON manifest; the worker reads the files) | "none"
-    )
-    blob: bytes = b""
-    # For the worker, sent in INIT as `context_options`: "prefilter" ({query, method, k}), "cache_dir"
-    # (where search indexes may be cached), "note" (a line the model's metadata ends with).
-    options: dict[str, Any] = field(default_factory=dict)
-
-    # An "inline-text" payload keeps the caller's str instead of a UTF-8 copy of it (40 MB less in the
-    # host for a 40 MB context); it is encoded a slice at a time while it is sent (`size`, `pieces`).
-    text: str | None = None
-
-    @classmethod
-    def of(cls, context: Any) -> ContextPayload:
-        if context is None:
-            return cls("none")
-        if isinstance(context, str):
-            return cls("inline-text", text=context)
-        return cls("inline-json", json.dumps(context, ensure_ascii=False, default=str).encode("utf-8"))
-
-    def size(self) -> int:
-        """Bytes on the wire."""
-        if self.text is None:
-            return len(self.blob)
-        if self.text.isascii():
-            return len(self.text)
-        return sum(len(piece) for piece in self.pieces())
-
-    def pieces(self, chunk: int = PIECE_BYTES) -> Iterator[bytes | memoryview]:
-        """The payload's bytes in slices of about `chunk`, never copied whole."""
-        if self.text is None:
-            view = memoryview(self.blob)
-            for start in range(0, len(self.blob), chunk):
-                yield view[start : start + chunk]
-            return
-        for start in range(0, len(self.text), chunk):  # UTF-8 of a concatenation = the concatenated UTF-8
-            yield self.text[start : start + chunk].encode("utf-8")
-
-    def data(self) -> bytes:
-        """The whole payload as bytes (for an in-process sandbox, which decodes it at once)."""
-        return self.blob if self.text is None else self.text.encode("utf-8")
 
 
 @dataclass

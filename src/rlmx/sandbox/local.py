@@ -19,9 +19,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
+from rlmx.context.payload import ContextPayload
 from rlmx.errors import BudgetExhausted, RLMError, SandboxError
 from rlmx.sandbox import wire
-from rlmx.sandbox.base import ContextPayload, ExecResult, RpcHandler, SandboxSettings
+from rlmx.sandbox.base import ExecResult, RpcHandler, SandboxSettings
 from rlmx.sandbox.process import RESTART_NOTE
 from rlmx.sandbox.worker import BudgetExhaustedError, CappedWriter, SubcallError, Worker
 

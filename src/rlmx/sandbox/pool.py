@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import IO, Any
 
 import rlmx
+from rlmx.context.payload import ContextPayload
 from rlmx.errors import ProtocolViolation, SandboxError, SandboxUnavailable
 from rlmx.sandbox import wire
-from rlmx.sandbox.base import ContextPayload, SandboxSettings
+from rlmx.sandbox.base import SandboxSettings
 from rlmx.sandbox.isolation import SIMULATE_ENV
 
 REDUCED_ISOLATION_HINT = (

@@ -9,9 +9,10 @@ import os
 import time
 from typing import Any
 
+from rlmx.context.payload import ContextPayload
 from rlmx.errors import BudgetExhausted, ProtocolViolation, RLMError, SandboxError
 from rlmx.sandbox import wire
-from rlmx.sandbox.base import ContextPayload, ExecResult, RpcHandler, SandboxSettings
+from rlmx.sandbox.base import ExecResult, RpcHandler, SandboxSettings
 from rlmx.sandbox.pool import WorkerHandle, WorkerPool, worker_env
 
 __all__ = ["RESTART_NOTE", "ProcessSandbox", "ProcessSandboxes", "worker_env"]
