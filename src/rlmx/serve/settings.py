@@ -9,10 +9,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from rlmx.errors import ConfigError
+from rlmx.paths import trace_dir
 from rlmx.sandbox.base import SandboxSettings
 from rlmx.serve.profiles import Profile
 from rlmx.serve.roots import Roots
-from rlmx.trace.writer import default_trace_dir
 
 TOKEN_ENV = "RLMX_SERVE_TOKEN"
 
@@ -21,7 +21,7 @@ def own_trace_dir(kind: str) -> Path:
     """Where a server's runs write their traces unless told otherwise: a folder of its own beside
     `rlmx ask`'s (`$XDG_STATE_HOME/rlmx/serve-traces`, `.../mcp-traces`), so that what one kind of caller
     can read (the MCP `trace` tool) holds none of the runs of others."""
-    return default_trace_dir().parent / f"{kind}-traces"
+    return trace_dir(kind)
 
 
 def trace_file(trace_dir: Path, run_id: str) -> Path:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -45,11 +44,6 @@ class Emitter:
                 self.sink_errors.append(message)
                 log.warning("rlmx: %s", message)
         return event
-
-
-def default_trace_dir() -> Path:
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(state) / "rlmx" / "traces"
 
 
 class TraceWriter:
