@@ -202,7 +202,7 @@ def prompt_tokens(folder: Path) -> tuple[int, int]:
     """(exact tokens of the root's first request: system + user, estimated context tokens)."""
     from rlmx import RLM
     from rlmx.context import Context
-    from rlmx.sandbox.tokens import count_tokens
+    from rlmx.repl.tokens import count_tokens
     from rlmx.testing import FunctionLM
 
     seen: dict[str, int] = {}
@@ -297,9 +297,9 @@ def main() -> None:
 
     from rlmx.context import Context
     from rlmx.context.payload import load_payload
-    from rlmx.sandbox.helpers import TextView, grep, peek
-    from rlmx.sandbox.search import SearchIndex
-    from rlmx.sandbox.tokens import count_tokens
+    from rlmx.repl.helpers import TextView, grep, peek
+    from rlmx.repl.search import SearchIndex
+    from rlmx.repl.tokens import count_tokens
 
     print("\nroot prompt tokens by context size (exact cl100k; flat = within 10% of the 8K one)")
     base = None

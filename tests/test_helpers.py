@@ -1,4 +1,4 @@
-"""Tests for rlmx.sandbox.helpers: TextView, peek, grep and partition."""
+"""Tests for rlmx.repl.helpers: TextView, peek, grep and partition."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from rlmx.sandbox.helpers import Match, TextView, grep, partition, peek
+from rlmx.repl.helpers import Match, TextView, grep, partition, peek
 
 DOCS = [
     {"path": "src/a.py", "text": "import os\ndef main():\n    return os.getcwd()"},

@@ -9,9 +9,9 @@ import pytest
 
 from rlmx.context.prefilter import Prefilter, apply_prefilter
 from rlmx.errors import ConfigError
-from rlmx.sandbox import tokens, vectors
-from rlmx.sandbox.helpers import TextView, partition
-from rlmx.sandbox.search import SearchIndex, chunk_spans, fuse
+from rlmx.repl import tokens, vectors
+from rlmx.repl.helpers import TextView, partition
+from rlmx.repl.search import SearchIndex, chunk_spans, fuse
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
 
@@ -220,8 +220,7 @@ def test_vector_prefilter_without_the_extra_fails_before_the_run() -> None:
 
 @pytest.mark.skipif(vectors.available(), reason="checks the error raised where the vector extra is missing")
 def test_prefilter_failure_in_its_child_process_is_a_clear_load_error() -> None:
-    from rlmx.context.payload import load_payload
-    from rlmx.sandbox.base import ContextPayload
+    from rlmx.context.payload import ContextPayload, load_payload
 
     docs = documents()
     payload = ContextPayload.of(docs)

@@ -43,7 +43,7 @@ class Prefilter:
         """What the worker needs; raises ConfigError at once when the method's libraries are missing."""
         from importlib.util import find_spec
 
-        from rlmx.sandbox import search, vectors
+        from rlmx.repl import search, vectors
 
         if find_spec("bm25s") is None:
             raise ConfigError(f"the pre-filter {search.BM25_HINT}")
@@ -60,8 +60,8 @@ def apply_prefilter(
     A context of K chunks or fewer is kept whole (None: nothing to say); when no chunk matches at all,
     the whole context is kept and the metadata says so.
     """
-    from rlmx.sandbox.helpers import TextView
-    from rlmx.sandbox.search import SearchIndex
+    from rlmx.repl.search import SearchIndex
+    from rlmx.repl.textview import TextView
 
     view = TextView(value)
     index = SearchIndex(view, cache_dir=cache_dir)

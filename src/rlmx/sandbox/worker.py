@@ -1,15 +1,16 @@
 """The REPL worker: runs model-written code next to the context, in its own process.
 
 Forked by the run's zygote (`rlmx.sandbox.zygote`, which calls `serve_forked`), or started on its own as
-`python -m rlmx.sandbox.worker IN_FD OUT_FD`. It talks to the host only through the wire protocol on
-those two pipes. It never holds API keys and never calls a model itself: every `llm_query` is a request
-to the host, which decides (ledger, limits) whether to make the call.
+`python -m rlmx.sandbox.worker IN_FD OUT_FD`; the `local` backend runs one inside the host
+(`rlmx.sandbox.local`). It talks to the host only through the wire protocol
+on its two pipes. It never holds API keys and never calls a model itself: every `llm_query` is a
+request to the host, which decides (ledger, limits) whether to make the call. What the model's code
+can use is put together by `rlmx.repl.namespace`.
 """
 
 from __future__ import annotations
 
 import ast
-import json
 import math
 import os
 import resource
@@ -20,17 +21,15 @@ import traceback
 from collections import deque
 from typing import Any
 
-from rlmx.sandbox import helpers, search, tokens, wire
+from rlmx.repl.namespace import ReplNamespace, encode_value, text_view
+from rlmx.repl.textview import TextView
+from rlmx.sandbox import wire
 
-RESERVED = frozenset(
-    "context ctx llm_query llm_query_batched rlm_query rlm_query_batched peek grep partition "
-    "SHOW_VARS FINAL FINAL_VAR history count_tokens search Match".split()
-)
 MAX_PROMPT_CHARS = 16_000_000
 
 # The context the zygote loaded before it forked this worker, with its text view; used for the
 # "inherited" context kind, so a forked worker shares it copy-on-write instead of receiving a copy.
-INHERITED: tuple[Any, helpers.TextView] | None = None
+INHERITED: tuple[Any, TextView] | None = None
 # What load_context measured (shape, size, files left out, pre-filter); a worker reports it in READY.
 CONTEXT_STATS: dict[str, Any] | None = None
 
@@ -46,8 +45,7 @@ def load_context(kind: str | None, blob: bytes, options: dict[str, Any] | None =
 
 
 def _load_payload(kind: str | None, blob: bytes, options: dict[str, Any] | None) -> Any:
-    from rlmx.context.payload import load_payload
-    from rlmx.sandbox.base import ContextPayload
+    from rlmx.context.payload import ContextPayload, load_payload
 
     return load_payload(ContextPayload(kind or "none", blob, dict(options or {})))
 
@@ -55,9 +53,7 @@ def _load_payload(kind: str | None, blob: bytes, options: dict[str, Any] | None)
 def inherit_context(context: Any) -> None:
     """Called by the zygote: the context (and its view) every worker forked with `inherit` starts with."""
     global INHERITED
-    view = helpers.TextView(context if context is not None else "")
-    view.build_line_index()  # built once, before the fork: shared, and the first grep is fast
-    INHERITED = (context, view)
+    INHERITED = (context, text_view(context))  # the view's line index is built once, before the fork
 
 
 class BudgetExhaustedError(RuntimeError):
@@ -127,9 +123,8 @@ class Worker:
         self.lock = threading.Lock()
         self.next_rpc = 0
         self.in_cell = False
-        self.final: dict[str, Any] | None = None
         self.output_chars = 20_000
-        self.ns: dict[str, Any] = {}
+        self.repl = ReplNamespace()  # what the model's code runs in
         self.fd_capture = -1
         self.cell_cpu_s = 0  # 0: no per-cell CPU limit (the local backend)
         self.is_fork = False  # this process is a fork made by the model's code, not the worker
@@ -193,23 +188,6 @@ class Worker:
             raise ValueError(f"rlm_query_batched: {len(items)} prompts but {len(ctxs)} contexts")
         return [str(r) for r in self.rpc("rlm_query_batched", {"prompts": items, "contexts": ctxs})]
 
-    # --- FINAL ---------------------------------------------------------------------------------
-    def FINAL(self, value: Any) -> None:
-        self.final = {"kind": "final", "text": value if isinstance(value, str) else str(value)}
-
-    def FINAL_VAR(self, name: Any) -> None:
-        value = self.ns[name] if isinstance(name, str) and name in self.ns else name
-        self.final = {"kind": "final_var", **encode_value(value)}
-
-    def SHOW_VARS(self) -> None:
-        rows = []
-        for key, value in self.ns.items():
-            if key.startswith("_") or key in RESERVED or type(value).__name__ == "module":
-                continue
-            size = f" len={len(value)}" if hasattr(value, "__len__") else ""
-            rows.append(f"{key}: {type(value).__name__}{size}")
-        print("\n".join(rows) if rows else "(no variables yet)")
-
     # --- set-up and cells ----------------------------------------------------------------------
     def init(self, message: dict[str, Any], blob: bytes) -> None:
         kind = message.get("context_kind")
@@ -222,33 +200,11 @@ class Worker:
         else:
             loaded = _load_payload(kind, blob, options)
             context, self.context_stats = loaded.value, loaded.stats
-            view = helpers.TextView(context if context is not None else "")
-            view.build_line_index()
-        index = search.SearchIndex(view, cache_dir=options.get("cache_dir"))
+            view = text_view(context)
         self.output_chars = int(message.get("output_chars", 20_000))
         self.cell_cpu_s = int(message.get("cell_cpu_s", 0))
-        ns = self.ns
-        ns.update(
-            __name__="__main__",
-            context=context,
-            ctx=context,
-            history=list(message.get("history", [])),
-            llm_query=self.llm_query,
-            llm_query_batched=self.llm_query_batched,
-            rlm_query=self.rlm_query,
-            rlm_query_batched=self.rlm_query_batched,
-            peek=lambda start=0, length=2000: helpers.peek(view, start, length),
-            grep=lambda pattern, **kw: helpers.grep(view, pattern, **kw),
-            partition=lambda n=None, **kw: helpers.partition(
-                context, view, n, count=tokens.count_batch, **kw
-            ),
-            count_tokens=tokens.count_tokens,
-            search=index.search,
-            Match=helpers.Match,
-            SHOW_VARS=self.SHOW_VARS,
-            FINAL=self.FINAL,
-            FINAL_VAR=self.FINAL_VAR,
-        )
+        history = list(message.get("history", []))
+        self.repl.fill(context, view, history=history, host=self, cache_dir=options.get("cache_dir"))
 
     # --- output capture and the per-cell CPU limit (the local backend overrides these) ---------------
     def redirect(self, out: CappedWriter) -> Any:
@@ -282,7 +238,7 @@ class Worker:
 
     def run_cell(self, code: str) -> dict[str, Any]:
         out = CappedWriter(self.output_chars)
-        self.final = None
+        self.repl.final = None
         error = None
         cpu_stopped = False
         saved = self.redirect(out)
@@ -293,9 +249,9 @@ class Worker:
             last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
             if last is not None:
                 tree.body.pop()
-            exec(compile(tree, "<cell>", "exec"), self.ns)
+            exec(compile(tree, "<cell>", "exec"), self.repl.names)
             if last is not None:
-                value = eval(compile(ast.Expression(last.value), "<cell>", "eval"), self.ns)
+                value = eval(compile(ast.Expression(last.value), "<cell>", "eval"), self.repl.names)
                 if value is not None:
                     out.write(repr(value) + "\n")
         except SystemExit as exc:
@@ -308,7 +264,7 @@ class Worker:
             self.disarm_cpu_limit()
             self.restore(saved)
         out.write(self._fd_output())
-        result = {"output": out.render(), "error": error, "final": self.final}
+        result = {"output": out.render(), "error": error, "final": self.repl.final}
         if cpu_stopped and threading.active_count() > 1:  # its threads would go on burning CPU
             result["restart"] = "threads the code started were still running"
         return result
@@ -326,9 +282,10 @@ class Worker:
         return data.decode("utf-8", "replace")
 
     def get_var(self, name: str) -> dict[str, Any]:
-        if name not in self.ns:
+        names = self.repl.names
+        if name not in names:
             return {"ok": False, "error": f"no variable named {name!r} in the REPL"}
-        return {"ok": True, **encode_value(self.ns[name])}
+        return {"ok": True, **encode_value(names[name])}
 
     def serve(self) -> None:
         message, blob = wire.read_frame(self.in_fd)
@@ -343,7 +300,7 @@ class Worker:
             message, _ = wire.read_frame(self.in_fd)
             kind = message.get("type")
             if kind == wire.EXEC:
-                self.ns["history"].extend(message.get("history_append") or [])
+                self.repl.names["history"].extend(message.get("history_append") or [])
                 result = self.run_cell(str(message.get("code", "")))
                 if self.is_fork:
                     os._exit(0)
@@ -355,16 +312,6 @@ class Worker:
                 return
             else:
                 raise SystemExit(f"protocol violation: unexpected {kind!r}")
-
-
-def encode_value(value: Any) -> dict[str, Any]:
-    """A FINAL_VAR value: its JSON form when it has one, else its text."""
-    if isinstance(value, str):
-        return {"text": value}
-    try:
-        return {"json": json.loads(json.dumps(value, allow_nan=False))}
-    except (TypeError, ValueError):
-        return {"text": str(value)}
 
 
 def short_traceback(exc: BaseException) -> str:

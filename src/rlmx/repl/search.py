@@ -1,7 +1,7 @@
 """`search(query, k=10)` in the REPL: BM25 (and optional vector) search over chunks of the context.
 
-The index is built on first use, not at worker start, and cached on disk under a key made from the
-context's text, so a second run (or a child RLM over the same context) loads it instead of rebuilding.
+The index is built on first use, not at worker start, and cached on disk (in the folder the host
+names, `rlmx.paths.search_cache_dir()`) under a key made from the context's text, so a second run (or a child RLM over the same context) loads it instead of rebuilding.
 When the cache folder cannot be written (a locked-down sandbox), the index lives in memory only and
 `SearchIndex.note` says so. `bm25s` and `numpy` are imported on first use.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlmx.sandbox.helpers import TextView
+from rlmx.repl.textview import TextView
 
 PREVIEW_CHARS = 240
 DEFAULT_CHUNK_CHARS = 1_200  # about 300 tokens: what a small embedding model reads whole
@@ -69,7 +69,7 @@ def regions(view: TextView) -> list[tuple[int, int]]:
     ends = [*offsets[1:], len(text) + 1]
     spans = []
     for i, (lo, hi) in enumerate(zip(offsets, ends, strict=True)):
-        lo += view._header_lens[i]  # a document's "=== path ===" line is not searched
+        lo += view.header_lens[i]  # a document's "=== path ===" line is not searched
         if hi - 1 > lo:
             spans.append((lo, hi - 1))  # without the newline joining items
     return spans
@@ -94,15 +94,6 @@ def chunk_spans(view: TextView, chunk_chars: int) -> tuple[array[int], array[int
                 ends.append(end)
             pos = end
     return starts, ends
-
-
-def default_cache_dir() -> str | None:
-    """$RLMX_CACHE_DIR, else $XDG_CACHE_HOME/rlmx, else ~/.cache/rlmx (with a "search" folder inside)."""
-    base = os.environ.get("RLMX_CACHE_DIR")
-    if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(xdg, "rlmx")
-    return os.path.join(base, "search")
 
 
 class SearchIndex:
@@ -168,7 +159,7 @@ class SearchIndex:
         view, text = self.view, self.view.text
         index = view.item_at(start)
         if index is not None and view.offsets is not None:
-            first = view.offsets[index] + view._header_lens[index]
+            first = view.offsets[index] + view.header_lens[index]
             line_no = text.count("\n", first, start) + 1
         else:
             line_no = text.count("\n", 0, start) + 1
@@ -203,13 +194,15 @@ class SearchIndex:
 
     # --- vectors ------------------------------------------------------------------------------------
     def vector_ranking(self, query: str, k: int) -> list[tuple[int, float]]:
-        from rlmx.sandbox import vectors
+        from rlmx.repl import vectors
 
         if self._vectors is None:
             folder = self._cache_path("vectors")
             self._vectors = vectors.load_matrix(folder) if folder is not None else None
             if self._vectors is None:
-                self._vectors = vectors.embed_chunks(self)
+                total = len(self.spans()[0])
+                batches = (self.chunk_texts(lo, min(total, lo + 1024)) for lo in range(0, total, 1024))
+                self._vectors = vectors.embed_batches(batches)
                 if folder is not None:
                     self._store(folder, lambda tmp: vectors.save_matrix(tmp, self._vectors))
         return vectors.top_k(self._vectors, query, k)

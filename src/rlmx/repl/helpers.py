@@ -1,7 +1,7 @@
 """Helpers that model-written REPL code uses to explore a long context.
 
 Imported inside the sandboxed worker process: standard library only, light imports.
-:class:`TextView` (from :mod:`rlmx.sandbox.textview`) renders a context as one text and maps offsets
+:class:`TextView` (from :mod:`rlmx.repl.textview`) renders a context as one text and maps offsets
 back to list items and document paths; :func:`peek` slices it; :func:`grep` finds matching
 lines fast enough for tens of megabytes; :func:`partition` splits a context into chunks.
 """
@@ -13,9 +13,9 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rlmx.sandbox.textview import LINE_INDEX_SHIFT as _SHIFT
-from rlmx.sandbox.textview import TextView
-from rlmx.sandbox.textview import dumps as _dumps
+from rlmx.repl.textview import LINE_INDEX_SHIFT as _SHIFT
+from rlmx.repl.textview import TextView
+from rlmx.repl.textview import dumps as _dumps
 
 __all__ = ["Match", "TextView", "grep", "partition", "peek"]
 
@@ -109,7 +109,7 @@ def grep(
         return out
     text = view.text
     n_text = len(text)
-    offsets, header_lens, paths, line_index = view.offsets, view._header_lens, view._paths, view._line_index
+    offsets, header_lens, paths, line_index = view.offsets, view.header_lens, view.paths, view.line_index
     rfind, find, count = text.rfind, text.find, text.count
     block = 1 << _SHIFT
     last_pos, last_line = 0, 1  # last_pos is always a line start; last_line is its line number
@@ -132,7 +132,7 @@ def grep(
         if ls - last_pos > block:  # far from the previous line: count from the block index
             b = ls >> _SHIFT
             if b >= len(line_index):
-                view._extend_line_index(b)
+                view.extend_line_index(b)
             line_no = line_index[b] + 1 + count("\n", b << _SHIFT, ls)
         else:
             line_no = last_line + count("\n", last_pos, ls)
@@ -150,7 +150,7 @@ def grep(
                 elif ls - text_start <= block:
                     first_line = line_no - count("\n", text_start, ls)
                 else:
-                    first_line = view._line_of(text_start)
+                    first_line = view.line_of(text_start)
             else:
                 path, text_start, region_lo, region_hi, first_line = None, 0, 0, n_text, 1
         if path is not None and (ls < text_start or ls >= region_hi):
@@ -287,7 +287,7 @@ def partition(
             raise NotImplementedError(
                 "by='tokens' needs token counting: pass count= (the REPL's partition does)"
             )
-        from rlmx.sandbox.tokens import partition_text  # stdlib at import; counting is `count`'s job
+        from rlmx.repl.tokens import partition_text  # stdlib at import; counting is `count`'s job
 
         return partition_text(context if isinstance(context, str) else view.text, n, size, overlap, count)
 

@@ -38,9 +38,12 @@ class TextView:
             self.kind = "documents" if docs else "list"
         self._text: str | None = None
         self._offsets: list[int] | None = None
-        self._header_lens: list[int] = []  # per list item; 0 when the item is not a document
-        self._paths: list[str | None] = []
-        self._line_index: list[int] = [0]  # newlines before offset b << LINE_INDEX_SHIFT, grown lazily
+        # Per list item, filled when the text is built (read them after `text` or `offsets`): the length
+        # of its "=== path ===" line with its newline (0 when the item is not a document), and its path.
+        self.header_lens: list[int] = []
+        self.paths: list[str | None] = []
+        # newlines before offset b << LINE_INDEX_SHIFT, for each block b; grown by `extend_line_index`
+        self.line_index: list[int] = [0]
 
     @property
     def text(self) -> str:
@@ -80,8 +83,8 @@ class TextView:
                 head_len = len(head) + 1
             else:
                 pieces.append(dumps(item))
-            self._header_lens.append(head_len)
-            self._paths.append(path)
+            self.header_lens.append(head_len)
+            self.paths.append(path)
             pos += head_len + len(pieces[-1]) + 1
         self._offsets = offsets
         return "\n".join(pieces)
@@ -103,23 +106,24 @@ class TextView:
     def path_at(self, offset: int) -> str | None:
         """Path of the document containing ``offset`` (None when it is not in a document)."""
         index = self.item_at(offset)
-        return None if index is None else self._paths[index]
+        return None if index is None else self.paths[index]
 
     def build_line_index(self) -> None:
         """Precompute grep's line index (otherwise built by the first grep that needs it)."""
-        self._extend_line_index(len(self.text) >> LINE_INDEX_SHIFT)
+        self.extend_line_index(len(self.text) >> LINE_INDEX_SHIFT)
 
-    def _extend_line_index(self, block: int) -> None:
-        index, count = self._line_index, self.text.count
+    def extend_line_index(self, block: int) -> None:
+        """Grow `line_index` to cover blocks 0..`block`."""
+        index, count = self.line_index, self.text.count
         k, acc = len(index), index[-1]
         while k <= block:
             acc += count("\n", (k - 1) << LINE_INDEX_SHIFT, k << LINE_INDEX_SHIFT)
             index.append(acc)
             k += 1
 
-    def _line_of(self, offset: int) -> int:
+    def line_of(self, offset: int) -> int:
         """1-based number of the line holding ``offset`` in the whole text view."""
         b = offset >> LINE_INDEX_SHIFT
-        if b >= len(self._line_index):
-            self._extend_line_index(b)
-        return self._line_index[b] + 1 + self.text.count("\n", b << LINE_INDEX_SHIFT, offset)
+        if b >= len(self.line_index):
+            self.extend_line_index(b)
+        return self.line_index[b] + 1 + self.text.count("\n", b << LINE_INDEX_SHIFT, offset)
