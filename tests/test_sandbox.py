@@ -15,11 +15,11 @@ import pytest
 
 from policies import is_root, last_user, question, repl, scripted, turn
 from rlmx import Limits, SandboxSettings
-from rlmx.sandbox.base import ContextPayload
+from rlmx.context.payload import ContextPayload
 from rlmx.sandbox.isolation import SIMULATE_ENV
 from rlmx.sandbox.pool import worker_env
 from rlmx.sandbox.process import ProcessSandboxes
-from rlmx.sandbox.view import python_paths
+from rlmx.sandbox.rootfs import python_paths
 from rlmx.testing import ScriptedServer
 from sandbox_support import FOLLOW_UP, descendants, records, run_scripted, wait_no_descendants
 
@@ -409,9 +409,10 @@ import asyncio, sys
 sys.path.insert(0, sys.argv[1])
 import rlmx
 assert rlmx.__file__.startswith(sys.argv[1]), rlmx.__file__
-from rlmx.sandbox.base import ContextPayload, SandboxSettings
+from rlmx.context.payload import ContextPayload
+from rlmx.sandbox.base import SandboxSettings
 from rlmx.sandbox.process import ProcessSandboxes
-from rlmx.sandbox.view import python_paths
+from rlmx.sandbox.rootfs import python_paths
 
 async def main():
     boxes = ProcessSandboxes(SandboxSettings())

@@ -8,8 +8,8 @@ worker meets them:
    its own unprivileged uid; started by another user, only that user is mapped (inner 0), and workers
    drop every capability instead.
 2. `enter_run_namespaces`: mount, network, IPC and UTS namespaces, and a PID namespace whose pid 1 is
-   the zygote; `rlmx.sandbox.view.build_view` then builds a read-only root on a tmpfs holding only what
-   Python needs and `pivot_root`s into it: the rest of the host's files are not reachable.
+   the zygote; `rlmx.sandbox.rootfs.build_rootfs` then builds a read-only root on a tmpfs holding only
+   what Python needs and `pivot_root`s into it: the rest of the host's files are not reachable.
 3. Per worker, `enter_worker_namespaces` (in a fresh PID namespace): its own mount, network and IPC
    namespaces, a private /proc, a size-capped tmpfs on /tmp (the working directory) and /dev/shm.
 4. `apply_rlimits` and `drop_privileges` in the worker itself, just before it serves.

@@ -30,7 +30,7 @@ import tempfile
 import traceback
 from typing import Any
 
-from rlmx.sandbox import isolation, view, wire, worker
+from rlmx.sandbox import isolation, rootfs, wire, worker
 
 
 class Zygote:
@@ -232,7 +232,7 @@ def _isolate(ctrl: socket.socket, config: dict[str, Any]) -> isolation.IdMap | N
     isolation.set_parent_death_signal()
     try:
         first_uid = ids.worker_ids[0] if ids.worker_ids else 0
-        config["bound"] = view.build_view(staging=config["staging"], first_worker_uid=first_uid)
+        config["bound"] = rootfs.build_rootfs(staging=config["staging"], first_worker_uid=first_uid)
         isolation.forbid_user_namespaces()
     except OSError as exc:
         _fail(ctrl, f"cannot isolate model code here: cannot build the file view ({exc})")

@@ -1,4 +1,5 @@
-"""The read-only file view a sandboxed zygote pivots into: only what Python needs, nothing else.
+"""The read-only root file system a sandboxed zygote pivots into (and so every worker sees): only what
+Python needs, nothing else.
 
 The root is a small tmpfs holding bind mounts, all read-only, nosuid and nodev: the system directories
 (/usr, and /bin, /lib... or their merged-/usr symlinks), this Python's installation, its virtual
@@ -124,7 +125,7 @@ def _dev(root: str) -> None:
     os.makedirs(os.path.join(dev, "shm"), mode=0o755)
 
 
-def build_view(*, staging: str, first_worker_uid: int) -> list[str]:
+def build_rootfs(*, staging: str, first_worker_uid: int) -> list[str]:
     """Build a root holding only what Python needs (read-only) and pivot into it. Returns what is bound.
 
     The zygote must be alone in fresh mount and PID namespaces (it is pid 1). The context's own files
