@@ -418,7 +418,7 @@ async def main():
     boxes = ProcessSandboxes(SandboxSettings())
     box = boxes()
     await box.start(ContextPayload.of("abc"))
-    code = "import rlmx.sandbox.backends as b\\nopen('/tmp/scratch.txt', 'w').write('ok')\\nprint(b.__file__)"
+    code = "import rlmx.repl.vectors as v\\nopen('/tmp/scratch.txt', 'w').write('ok')\\nprint(v.__file__)"
     result = await box.execute(code, None)
     print("WORKER", result.output.strip(), result.error)
     await box.close()
@@ -439,7 +439,7 @@ def test_an_import_path_under_tmp_stays_visible_beside_the_worker_s_own_tmp(tmp_
         [sys.executable, "-c", SOURCE_UNDER_TMP, str(copy)], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    assert f"WORKER {copy}/rlmx/sandbox/backends.py None" in proc.stdout
+    assert f"WORKER {copy}/rlmx/repl/vectors.py None" in proc.stdout
 
 
 def test_settings_are_checked() -> None:

@@ -193,7 +193,3 @@ class Context:
             return f"Context({type(self._value).__name__})"
         m = self.manifest
         return f"Context({len(m.files)} files, {len(m.inline)} inline, {len(m.skipped)} skipped)"
-
-
-def load_options(include: Sequence[str] = (), exclude: Sequence[str] = ()) -> LoadOptions:
-    return LoadOptions(tuple(include), tuple(exclude))

@@ -7,7 +7,7 @@ these are the short forms.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO
 
 from rlmx.context.context import Context
 
@@ -25,10 +25,3 @@ def context_from_specs(
     if not specs:
         return None
     return Context.from_paths(list(specs), include=include, exclude=exclude, gitignore=gitignore, stdin=stdin)
-
-
-def load_contexts(specs: list[str]) -> Any:
-    """The context value itself, read in this process: a str for one text file or stdin, records for
-    one JSONL/CSV file, a list of {"path", "text"} documents for folders and several inputs."""
-    context = context_from_specs(specs)
-    return None if context is None else context.load()

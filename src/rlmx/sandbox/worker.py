@@ -1,8 +1,7 @@
 """The REPL worker: runs model-written code next to the context, in its own process.
 
-Forked by the run's zygote (`rlmx.sandbox.zygote`, which calls `serve_forked`), or started on its own as
-`python -m rlmx.sandbox.worker IN_FD OUT_FD`; the `local` backend runs one inside the host
-(`rlmx.sandbox.local`). It talks to the host only through the wire protocol
+Forked by the run's zygote (`rlmx.sandbox.zygote`, which calls `serve_forked`); the `local` backend
+runs one inside the host (`rlmx.sandbox.local`). It talks to the host only through the wire protocol
 on its two pipes. It never holds API keys and never calls a model itself: every `llm_query` is a
 request to the host, which decides (ledger, limits) whether to make the call. What the model's code
 can use is put together by `rlmx.repl.namespace`.
@@ -343,12 +342,3 @@ def serve_forked(in_fd: int, out_fd: int) -> None:
         worker.serve()
     except EOFError:
         pass  # the host closed the pipe: nothing left to do
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    serve_forked(int(args[0]), int(args[1]))
-
-
-if __name__ == "__main__":
-    main()
