@@ -1,4 +1,5 @@
-"""Sub-commands of `rlmx` beyond `ask`. Each module defines `register(app)` and imports heavy things lazily.
+"""The sub-commands of `rlmx`. Each module defines `register(app)` and imports heavy things lazily; the
+options they share are declared once, in `rlmx.commands.options`.
 
 Also the help as a user reads it: `RlmxTyper` makes every command show flags as plain flags (no
 `<bool>` value placeholder) and arguments as `QUESTION` in the usage line (not `{question}`)."""
@@ -6,13 +7,14 @@ Also the help as a user reads it: `RlmxTyper` makes every command show flags as 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-COMMAND_MODULES = ("view", "serve", "mcp", "eval")
+from rlmx.commands.options import fill_in_defaults
+
+COMMAND_MODULES = ("ask", "view", "serve", "mcp", "eval")  # in the order `rlmx --help` lists them
 
 _BRACED = re.compile(r"^\{(.+)\}(\.\.\.)?$")
 
@@ -35,6 +37,10 @@ def _plain_usage(pieces: list[str]) -> list[str]:
 
 
 class RlmxCommand(TyperCommand):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        fill_in_defaults(self.params)
+
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_flags(super().get_params(ctx))
 
@@ -60,12 +66,3 @@ class RlmxTyper(typer.Typer):
     def command(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("cls", RlmxCommand)
         return super().command(*args, **kwargs)
-
-
-def trace_file(value: Path | None) -> Path | None:
-    """`--trace FILE`: refuse a folder at parsing time, in one line, rather than failing at the first write."""
-    if value is not None and value.is_dir():
-        raise typer.BadParameter(
-            f"{value} is a folder; give a file path for the trace, e.g. {value / 'run.jsonl'}"
-        )
-    return value

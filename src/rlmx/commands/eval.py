@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from rlmx.commands import options as opt
 from rlmx.errors import ConfigError
 
 
@@ -38,13 +39,9 @@ def eval_command(
     ] = "8k,32k",
     n: Annotated[int, typer.Option(help="Items per family and size.", min=1)] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the generated items.")] = 0,
-    model: Annotated[
-        str | None, typer.Option(help="Root model (also the baselines' model), provider:model.")
-    ] = None,
-    sub_model: Annotated[
-        str | None, typer.Option(help="Model for the RLM's sub-calls (default: the root model).")
-    ] = None,
-    base_url: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")] = None,
+    model: opt.Model = None,
+    sub_model: opt.SubModel = None,
+    base_url: opt.BaseUrl = None,
     baselines: Annotated[
         str, typer.Option(help="Baselines beside the RLM: direct,bm25,summary (or 'none').")
     ] = "direct,bm25,summary",
@@ -57,13 +54,11 @@ def eval_command(
     out: Annotated[Path, typer.Option(help="Folder for results.jsonl, traces, cache and the report.")] = Path(
         "results"
     ),
-    max_depth: Annotated[int, typer.Option(help="RLM recursion depth.")] = 1,
-    max_iterations: Annotated[int, typer.Option(help="Root turns per RLM.")] = 30,
-    max_llm_calls: Annotated[int, typer.Option(help="Model calls per RLM run.")] = 1_000,
-    max_output_tokens: Annotated[
-        int | None, typer.Option(help="Output cap per call (RLM and baselines).")
-    ] = None,
-    timeout: Annotated[float | None, typer.Option(help="Seconds per RLM run.")] = None,
+    max_depth: opt.MaxDepth = 1,
+    max_iterations: opt.MaxIterations = 30,
+    max_llm_calls: opt.MaxLlmCalls = 1_000,
+    max_output_tokens: opt.MaxOutputTokens = None,
+    timeout: opt.Timeout = None,
     window: Annotated[
         int | None, typer.Option(help="The root model's context window in tokens (for the baselines).")
     ] = None,
@@ -72,7 +67,7 @@ def eval_command(
     ] = None,
     price_out: Annotated[float | None, typer.Option(help="USD per million output tokens.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not cache model responses.")] = False,
-    no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write RLM traces.")] = False,
+    no_trace: opt.NoTrace = False,
     oracle: Annotated[
         bool,
         typer.Option("--oracle", help="No model: a scripted root and an oracle reader (checks the suite)."),
@@ -83,11 +78,12 @@ def eval_command(
     report_only: Annotated[
         bool, typer.Option("--report-only", help="Only rebuild the report from --out.")
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines on stderr.")] = False,
+    quiet: opt.Quiet = False,
 ) -> None:
     """Generate the benchmark items, run the RLM and the baselines on them, and write a report.
 
-    `rlmx eval --list` names the families and their variants."""
+    `rlmx eval --list` names the families and their variants. --model is required unless --oracle; the
+    baselines use it and --max-output-tokens too, while the other limits and --no-trace are the RLM's."""
     from rlmx.evals.baselines import BaselineSettings
     from rlmx.evals.items import parse_size
     from rlmx.evals.registry import FAMILIES
@@ -114,14 +110,15 @@ def eval_command(
         raise ConfigError("nothing to run: --no-rlm with --baselines none")
     if (price_in is None) != (price_out is None):
         raise ConfigError("give both --price-in and --price-out (USD per million tokens), or neither")
+    given: dict[str, Any] = {  # None: not given and no default here, so the Limits default
+        "max_depth": max_depth,
+        "max_iterations": max_iterations,
+        "max_llm_calls": max_llm_calls,
+        "max_output_tokens": max_output_tokens,
+        "timeout_s": timeout,
+    }
     try:
-        limits = Limits(
-            max_depth=max_depth,
-            max_iterations=max_iterations,
-            max_llm_calls=max_llm_calls,
-            max_output_tokens=max_output_tokens,
-            timeout_s=timeout,
-        )
+        limits = Limits(**{name: value for name, value in given.items() if value is not None})
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     config = EvalConfig(

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from rlmx.commands import profile_options as opts
+from rlmx.commands import options as opt
+from rlmx.commands.profiles import load_profiles
 from rlmx.errors import ConfigError
 
 
@@ -17,20 +18,20 @@ def mcp(
         list[Path],
         typer.Option("--root", help="A folder the tools may read; repeatable. Paths outside are refused."),
     ] = [],  # noqa: B006
-    model: opts.Model = None,
-    sub_model: opts.SubModel = None,
-    base_url: opts.BaseUrl = None,
+    model: opt.Model = None,
+    sub_model: opt.SubModel = None,
+    base_url: opt.BaseUrl = None,
     name: Annotated[str | None, typer.Option(help="Profile name (default: the model's name).")] = None,
-    profiles_file: opts.ProfilesFile = None,
-    max_depth: opts.MaxDepth = None,
-    max_iterations: opts.MaxIterations = None,
-    max_llm_calls: opts.MaxLlmCalls = None,
-    max_cost_usd: opts.MaxCostUsd = None,
-    timeout: opts.Timeout = None,
-    config_file: opts.ConfigFile = None,
+    profiles_file: opt.ProfilesFile = None,
+    max_depth: opt.MaxDepth = None,
+    max_iterations: opt.MaxIterations = None,
+    max_llm_calls: opt.MaxLlmCalls = None,
+    max_cost_usd: opt.MaxCostUsd = None,
+    timeout: opt.Timeout = None,
+    config_file: opt.ConfigFile = None,
     max_running: Annotated[int, typer.Option(help="Runs at once; more calls wait.")] = 2,
-    max_context_bytes: Annotated[int, typer.Option(help="Largest context per run.")] = 512 * 2**20,
-    no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write run traces.")] = False,
+    max_context_bytes: opt.MaxContextBytes = 512 * 2**20,
+    no_trace: opt.NoTrace = False,
     trace_dir: Annotated[
         Path | None,
         typer.Option(
@@ -48,7 +49,11 @@ def mcp(
         int, typer.Option(min=0, max=65535, help="With --transport http: the port (0: any free port).")
     ] = 8765,
 ) -> None:
-    """Serve the MCP tools `ask` (an RLM run over files under --root) and `trace` (summarise a run)."""
+    """Serve the MCP tools `ask` (an RLM run over files under --root) and `trace` (summarise a run).
+
+    The runs use the profiles of --profiles; without it and without --model, the config file's; else one
+    profile made of --model (default: the model `rlmx ask` would use), --sub-model, --base-url, --name and
+    the limits."""
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import is_loopback, prepare_trace_dir
 
@@ -64,7 +69,7 @@ def mcp(
         raise ConfigError(
             f"--transport http has no authentication here, so it binds loopback only, not {host}"
         )
-    profiles = opts.load_profiles(
+    profiles = load_profiles(
         config_file,
         profiles_file=profiles_file,
         model=model,

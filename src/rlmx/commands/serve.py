@@ -7,8 +7,17 @@ from typing import Annotated
 
 import typer
 
-from rlmx.commands import profile_options as opts
+from rlmx.commands import options as opt
+from rlmx.commands.profiles import load_profiles
 from rlmx.errors import ConfigError
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def check_log_level(value: str) -> str:
+    if value.lower() not in LOG_LEVELS:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(LOG_LEVELS)}")
+    return value.lower()
 
 
 def missing_extra(exc: ModuleNotFoundError, extra: str) -> ConfigError:
@@ -18,21 +27,24 @@ def missing_extra(exc: ModuleNotFoundError, extra: str) -> ConfigError:
 
 
 def serve(
-    model: opts.Model = None,
-    sub_model: opts.SubModel = None,
-    base_url: opts.BaseUrl = None,
+    model: opt.Model = None,
+    sub_model: opt.SubModel = None,
+    base_url: opt.BaseUrl = None,
     name: Annotated[
         str | None, typer.Option(help="Profile name; served as rlmx/NAME (default: the model's name).")
     ] = None,
-    profiles_file: opts.ProfilesFile = None,
-    max_depth: opts.MaxDepth = None,
-    max_iterations: opts.MaxIterations = None,
-    max_llm_calls: opts.MaxLlmCalls = None,
-    max_cost_usd: opts.MaxCostUsd = None,
-    timeout: opts.Timeout = None,
-    config_file: opts.ConfigFile = None,
+    profiles_file: opt.ProfilesFile = None,
+    max_depth: opt.MaxDepth = None,
+    max_iterations: opt.MaxIterations = None,
+    max_llm_calls: opt.MaxLlmCalls = None,
+    max_cost_usd: opt.MaxCostUsd = None,
+    timeout: opt.Timeout = None,
+    config_file: opt.ConfigFile = None,
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
-    port: opts.Port = 8000,
+    port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="Port, 1-65535 (0: any free port; the URL is printed)."),
+    ] = 8000,
     token: Annotated[
         str | None, typer.Option(help="Bearer token callers must send (default: $RLMX_SERVE_TOKEN).")
     ] = None,
@@ -46,12 +58,11 @@ def serve(
     max_queued: Annotated[int, typer.Option(help="Runs that may wait; beyond that: HTTP 429.")] = 8,
     max_request_bytes: Annotated[int, typer.Option(help="Largest request body (HTTP 413 beyond).")] = 32
     * 2**20,
-    max_context_bytes: Annotated[int, typer.Option(help="Largest context per run, files included.")] = 512
-    * 2**20,
+    max_context_bytes: opt.MaxContextBytes = 512 * 2**20,
     context_threshold: Annotated[
         int, typer.Option(help="Message text parts longer than this many characters become context.")
     ] = 8_000,
-    no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not write run traces.")] = False,
+    no_trace: opt.NoTrace = False,
     trace_dir: Annotated[
         Path | None,
         typer.Option(help="Folder for the runs' traces (default: $XDG_STATE_HOME/rlmx/serve-traces)."),
@@ -60,11 +71,15 @@ def serve(
         str,
         typer.Option(
             help="Server log on stderr: debug, info (a line per request), warning (failures only), error.",
-            callback=opts.check_log_level,
+            callback=check_log_level,
         ),
     ] = "info",
 ) -> None:
-    """Serve POST /v1/chat/completions and GET /v1/models; each completion is an RLM run."""
+    """Serve POST /v1/chat/completions and GET /v1/models; each completion is an RLM run.
+
+    The profiles served are those of --profiles; without it and without --model, the config file's; else
+    one profile made of --model (default: the model `rlmx ask` would use), --sub-model, --base-url, --name
+    and the limits."""
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import ServeSettings, own_trace_dir, prepare_trace_dir, resolve_token
 
@@ -76,7 +91,7 @@ def serve(
     except ModuleNotFoundError as exc:
         raise missing_extra(exc, "serve") from exc
     auth_token = resolve_token(token, no_auth=no_auth, host=host)
-    profiles = opts.load_profiles(
+    profiles = load_profiles(
         config_file,
         profiles_file=profiles_file,
         model=model,

@@ -1,0 +1,197 @@
+"""`rlmx ask QUESTION`: one RLM run over the given context; the answer on stdout, progress on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from rlmx.commands import options as opt
+from rlmx.errors import ConfigError
+from rlmx.outcomes import EXIT_INTERRUPTED, exit_code
+from rlmx.trace.events import RunStart
+
+if TYPE_CHECKING:
+    from rlmx.trace.events import Event
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(ask)
+
+
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer.", metavar="QUESTION")],
+    context: opt.Context = [],  # noqa: B006
+    include: opt.Include = [],  # noqa: B006
+    exclude: opt.Exclude = [],  # noqa: B006
+    allow_empty_context: opt.AllowEmptyContext = False,
+    no_gitignore: opt.NoGitignore = False,
+    prefilter: opt.Prefilter = None,
+    model: opt.Model = None,
+    sub_model: opt.SubModel = None,
+    base_url: opt.BaseUrl = None,
+    depth_model: opt.DepthModel = [],  # noqa: B006
+    max_depth: opt.MaxDepth = None,
+    max_iterations: opt.MaxIterations = None,
+    max_llm_calls: opt.MaxLlmCalls = None,
+    max_total_tokens: opt.MaxTotalTokens = None,
+    max_output_tokens: opt.MaxOutputTokens = None,
+    max_cost_usd: opt.MaxCostUsd = None,
+    price: opt.Price = [],  # noqa: B006
+    allow_unknown_price: opt.AllowUnknownPrice = False,
+    timeout: opt.Timeout = None,
+    concurrency: opt.Concurrency = None,
+    cache: opt.Cache = False,
+    config_file: opt.ConfigFile = None,
+    trace: opt.Trace = None,
+    no_trace: opt.NoTrace = False,
+    trace_full: opt.TraceFull = False,
+    sandbox: opt.Sandbox = "process",
+    as_json: opt.Json = False,
+    output_schema: opt.OutputSchema = None,
+    quiet: opt.Quiet = False,
+    debug: opt.Debug = False,  # read by rlmx.cli.main() before parsing, so it covers parsing errors too
+) -> None:
+    """Answer QUESTION about the given context with a Recursive Language Model.
+
+    Without --model, the model is $RLMX_MODEL, else the config file's, else the default model of a
+    provider whose key is set, else the embedded demo model."""
+    from rlmx.config import choose_models, load_config, parse_depth_models, resolve_models
+    from rlmx.context.loaders import context_from_specs
+    from rlmx.context.prefilter import Prefilter
+    from rlmx.engine.progress import progress_sink
+    from rlmx.pricing import Pricing, parse_price_specs
+    from rlmx.rlm import RLM
+
+    cfg = load_config(config_file)
+    choice = choose_models(model, sub_model, cfg, base_url=base_url)
+    try:
+        limits = cfg.make_limits(
+            choice.limits,
+            max_depth=max_depth,
+            max_iterations=max_iterations,
+            max_llm_calls=max_llm_calls,
+            max_total_tokens=max_total_tokens,
+            max_output_tokens=max_output_tokens,
+            max_cost_usd=max_cost_usd,
+            timeout_s=timeout,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    sandbox_settings = sandbox_choice(sandbox)
+    ctx = context_from_specs(context, include=include, exclude=exclude, gitignore=not no_gitignore)
+    if ctx is not None and not allow_empty_context:
+        ctx.check_usable()  # refused here: the skipped-files line would only repeat the refusal
+    skipped = ctx.skipped_summary() if ctx is not None else None
+    if skipped:
+        sys.stderr.write(f"rlmx: {skipped}\n")  # even with --quiet: it explains what the model saw
+    prefilter_spec = Prefilter.parse(prefilter)
+    output = None
+    if output_schema is not None:
+        from rlmx.typed import load_schema_file
+
+        output = load_schema_file(str(output_schema))
+    if choice.note:
+        sys.stderr.write(choice.note + "\n")  # once per run, even with --quiet: it explains the answer
+    models = resolve_models(
+        cfg, choice, parse_depth_models(depth_model), base_url=base_url, concurrency=concurrency
+    )
+    rlm = RLM(
+        models.root,
+        sub_model=models.sub,
+        models_by_depth=dict(models.by_depth),
+        cache=(cfg.cache_path or True) if (cache or cfg.cache_enabled) else None,
+        limits=limits,
+        trace=False if no_trace else (trace or True),
+        pricer=Pricing({**cfg.prices, **parse_price_specs(price)}),
+        allow_unpriced=allow_unknown_price,
+        prefilter=prefilter_spec,
+        excerpt_chars=0 if trace_full else 2_000,
+        sandbox=sandbox_settings,
+        allow_empty_context=allow_empty_context,
+    )
+    started = RunStarted()
+    try:
+        with progress_sink(sys.stderr, quiet=quiet) as sink:
+            rlm.on_event = [sink, started]
+            result = rlm.run(question, ctx, output=output)
+    except KeyboardInterrupt:
+        where = f"; trace: {started.trace_path}" if started.trace_path else ""
+        sys.stderr.write(f"rlmx: interrupted{where}\n")
+        exit_now(EXIT_INTERRUPTED)
+    exit_now(report(result, as_json=as_json, quiet=quiet))
+
+
+class RunStarted:
+    """An event sink that remembers where the run's trace goes (for the Ctrl-C line)."""
+
+    trace_path: str | None = None
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RunStart):
+            self.trace_path = event.trace_path
+
+
+def report(result: Any, *, as_json: bool, quiet: bool) -> int:
+    """Print a run's outcome and return its exit code. The answer goes to stdout only when there is
+    one (with --json the object always prints); a run without one says why in one line on stderr."""
+    failed = not result.answered  # RunResult.answered; exit_code() maps the rest
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+    elif not failed:
+        answer = result.answer
+        typer.echo(answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False))
+    where = f"; trace: {result.trace_path}" if result.trace_path else ""
+    turns = f"{result.iterations} turn{'s' if result.iterations != 1 else ''}"
+    if failed:
+        why = result.error or "the run produced no answer"
+        how = (
+            f"after {turns}"
+            if why.startswith("stopped by")
+            else f"stopped by {result.stopped_by} after {turns}"
+        )
+        sys.stderr.write(f"rlmx: error: {why} ({how}{where})\n")
+        return exit_code(result.stopped_by, answered=False)
+    if not quiet:
+        source = (
+            ""
+            if result.stopped_by == "final"
+            else f"; answer from the forced final reply ({result.answer_source})"
+        )
+        sys.stderr.write(f"[rlmx] stopped by {result.stopped_by} after {turns}{source}{where}\n")
+    return exit_code(result.stopped_by, answered=True)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Exit with `code` without waiting for threads the run left behind: a model call abandoned at the
+    deadline may still sit in a worker thread (a hung DNS lookup, an in-process model), and the
+    interpreter would join it before exiting."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        os._exit(code)
+    raise typer.Exit(code)
+
+
+SANDBOX_WARNINGS = {
+    "process-unisolated": "rlmx: warning: model-written code runs without namespaces (reduced isolation; "
+    "see docs/security.md)",
+    "local": "rlmx: warning: model-written code runs INSIDE this process, UNSAFE (trusted code only)",
+}
+
+
+def sandbox_choice(backend: str) -> Any:
+    """The --sandbox choice as settings; a reduced one is said on stderr (and recorded in the trace)."""
+    from rlmx.sandbox.base import SandboxSettings
+
+    try:
+        settings = SandboxSettings(backend=backend)
+    except ValueError as exc:
+        raise ConfigError(str(exc).replace("SandboxSettings: ", "--sandbox: ")) from exc
+    if backend in SANDBOX_WARNINGS:
+        sys.stderr.write(SANDBOX_WARNINGS[backend] + "\n")
+    return settings

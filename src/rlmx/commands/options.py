@@ -1,0 +1,178 @@
+"""The options of the `rlmx` commands, each declared once and used by every command that takes it.
+
+A command names an option by its alias (`max_depth: options.MaxDepth = None`), so the flag, its help
+text and its checks are the same wherever it appears; only the default is the command's own, given with
+`=` in its signature. Options that only one command has, or that mean something else in another command
+(`rlmx eval --concurrency` counts items, not requests per model), are declared in that command's module.
+
+A help text may end in `(default: {default})`: each command fills it in with its own default (see
+`fill_in_defaults`), so `rlmx eval --help` says 1000 model calls where `rlmx ask --help` says 200. Where
+the command's default is None (not given: the config file, a profile or the library decides), the
+library's default is shown, from `SHOWN_WHEN_UNSET`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rlmx.limits import Limits
+
+DEFAULT_MARK = "{default}"
+
+_LIBRARY = Limits()
+SHOWN_WHEN_UNSET: dict[str, object] = {
+    "--max-depth": _LIBRARY.max_depth,
+    "--max-iterations": _LIBRARY.max_iterations,
+    "--max-llm-calls": _LIBRARY.max_llm_calls,
+}
+
+
+def fill_in_defaults(params: list[Any]) -> list[Any]:
+    """Write each option's default into its help text, where the text asks for it with `{default}`."""
+    for param in params:
+        help_text = getattr(param, "help", None)
+        if help_text and DEFAULT_MARK in help_text:
+            shown = param.default if param.default is not None else SHOWN_WHEN_UNSET[param.opts[0]]
+            param.help = help_text.replace(DEFAULT_MARK, str(shown))
+    return params
+
+
+# --- validation callbacks -----------------------------------------------------------------------------
+
+
+def trace_file(value: Path | None) -> Path | None:
+    """`--trace FILE`: refuse a folder at parsing time, in one line, rather than failing at the first write."""
+    if value is not None and value.is_dir():
+        raise typer.BadParameter(
+            f"{value} is a folder; give a file path for the trace, e.g. {value / 'run.jsonl'}"
+        )
+    return value
+
+
+# --- models ---------------------------------------------------------------------------------------------
+
+Model = Annotated[
+    str | None,
+    typer.Option(help="Root model, provider:model (when not given: see above)."),
+]
+SubModel = Annotated[
+    str | None, typer.Option(help="Model for sub-calls and child RLMs (default: the root model).")
+]
+BaseUrl = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")]
+DepthModel = Annotated[list[str], typer.Option(help="Model for one depth, DEPTH=PROVIDER:MODEL; repeatable.")]
+Concurrency = Annotated[int | None, typer.Option(help="Concurrent requests per model (default: 64).", min=1)]
+
+# --- limits ---------------------------------------------------------------------------------------------
+
+MaxDepth = Annotated[
+    int | None,
+    typer.Option(
+        help="0: no sub-calls; 1: plain sub-calls; 2-8: child RLMs (default: {default}).", show_default=False
+    ),
+]
+MaxIterations = Annotated[
+    int | None, typer.Option(help="Turns per RLM (default: {default}).", show_default=False)
+]
+MaxLlmCalls = Annotated[
+    int | None,
+    typer.Option(
+        help="Model calls for the whole run; one is kept for the final answer (default: {default}).",
+        show_default=False,
+    ),
+]
+MaxTotalTokens = Annotated[int | None, typer.Option(help="Tokens for the whole run (default: no limit).")]
+MaxOutputTokens = Annotated[int | None, typer.Option(help="Output cap per call (default: the provider's).")]
+MaxCostUsd = Annotated[
+    float | None,
+    typer.Option(
+        help="USD for the whole run, enforced before each call from a worst-case estimate (default: no limit)."
+    ),
+]
+Timeout = Annotated[float | None, typer.Option(help="Seconds for the whole run (default: no limit).")]
+
+# --- prices, cache, configuration ---------------------------------------------------------------------
+
+Price = Annotated[
+    list[str], typer.Option(help="Price of a model, MODEL=IN,OUT in USD per million tokens; repeatable.")
+]
+AllowUnknownPrice = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unknown-price", help="With --max-cost-usd: run even if a model has no known price."
+    ),
+]
+Cache = Annotated[
+    bool, typer.Option("--cache", help="Answer repeated model requests from a local SQLite cache.")
+]
+ConfigFile = Annotated[
+    Path | None,
+    typer.Option("--config", help="A config file read after ./rlmx.toml (TOML); see docs/providers.md."),
+]
+ProfilesFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--profiles", help="TOML file of profiles (one profiles.NAME table each); see docs/serve.md."
+    ),
+]
+
+# --- context --------------------------------------------------------------------------------------------
+
+Context = Annotated[
+    list[str],
+    typer.Option(
+        "--context",
+        "-c",
+        help="A file (text, PDF, HTML, JSONL, CSV, JSON), a folder (recursive) or '-' for stdin; repeatable.",
+    ),
+]
+Include = Annotated[
+    list[str], typer.Option(help="Only files matching this glob in --context folders; repeatable.")
+]
+Exclude = Annotated[
+    list[str], typer.Option(help="Leave out files and folders matching this glob; repeatable.")
+]
+AllowEmptyContext = Annotated[
+    bool,
+    typer.Option(
+        "--allow-empty-context",
+        help="Run even when the given context holds no usable text (binary or empty files, no match).",
+    ),
+]
+NoGitignore = Annotated[
+    bool, typer.Option("--no-gitignore", help="Read files that .gitignore files exclude.")
+]
+Prefilter = Annotated[
+    str | None,
+    typer.Option(help="Narrow the context to the K best chunks for the question first: bm25:K."),
+]
+MaxContextBytes = Annotated[int, typer.Option(help="Largest context per run, files included.")]
+
+# --- where code runs, traces, output ------------------------------------------------------------------
+
+Sandbox = Annotated[
+    str,
+    typer.Option(
+        help="Where model-written code runs: process (isolated; refuses where it cannot isolate), "
+        "process-unisolated (reduced isolation, recorded in the trace), local (UNSAFE: in this process)."
+    ),
+]
+Trace = Annotated[
+    Path | None,
+    typer.Option(
+        help="Write the trace to this file (default: a new file in the state dir).", callback=trace_file
+    ),
+]
+NoTrace = Annotated[bool, typer.Option("--no-trace", help="Do not write run traces.")]
+TraceFull = Annotated[
+    bool, typer.Option("--trace-full", help="Keep whole message texts in the trace (default: excerpts).")
+]
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+OutputSchema = Annotated[
+    Path | None,
+    typer.Option(help="A JSON schema file the answer must match (it is validated; printed as JSON)."),
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
+Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
