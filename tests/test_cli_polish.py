@@ -3,6 +3,7 @@ with exit 2, and the demo's exit code and output. Every `rlmx` case runs as a su
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
@@ -55,6 +56,56 @@ def test_ask_help_names_the_question_and_shows_the_limits_defaults() -> None:
     for default in ("(default: 1)", "(default: 30)", "(default: 200)", "(default: 64)"):
         assert default in out, default
     assert "--json " in out and "--json <" not in out
+
+
+SHARING = ("ask", "serve", "mcp", "eval")
+# same flag, another meaning: eval's --concurrency counts items; the servers' own options say what they serve
+NOT_SHARED = {
+    "--concurrency",
+    "--root",
+    "--name",
+    "--max-running",
+    "--trace-dir",
+    "--host",
+    "--port",
+    "--help",
+}
+
+
+def test_shared_options_are_declared_once_and_read_the_same_in_every_command() -> None:
+    from typer.main import get_command
+
+    from rlmx.cli import app
+    from rlmx.commands import options
+
+    group: Any = get_command(app)
+    commands = {name: group.commands[name] for name in SHARING}
+    aliases = {id(value): name for name, value in vars(options).items() if hasattr(value, "__metadata__")}
+    declared: dict[str, dict[str, str]] = {}  # flag -> command -> the alias that declares it there
+    helps: dict[str, dict[str, str]] = {}  # flag -> command -> its help as shown
+    for command_name, command in commands.items():
+        signature = inspect.signature(command.callback.__wrapped__, eval_str=True)
+        for param in command.params:
+            flag = param.opts[0]
+            alias = aliases.get(id(signature.parameters[param.name].annotation), "")
+            declared.setdefault(flag, {})[command_name] = alias
+            helps.setdefault(flag, {})[command_name] = param.help or ""
+    assert {command: declared["--max-depth"][command] for command in SHARING} == dict.fromkeys(
+        SHARING, "MaxDepth"
+    )
+    assert len(set(helps["--max-depth"].values())) == 1
+    assert "(default: 1)" in helps["--max-depth"]["ask"] and "{default}" not in helps["--max-depth"]["ask"]
+    shared = {flag: by for flag, by in declared.items() if len(by) > 1 and flag not in NOT_SHARED}
+    assert {"--model", "--sub-model", "--base-url", "--max-iterations", "--timeout", "--config"} <= set(
+        shared
+    )
+    for flag, by in shared.items():
+        assert len(set(by.values())) == 1 and "" not in by.values(), (flag, by)  # one alias, in options
+        shown = {command: helps[flag][command] for command in by}
+        if flag == "--max-llm-calls":  # the same text; each command's own default
+            assert shown["eval"].endswith("(default: 1000).") and shown["ask"].endswith("(default: 200).")
+            shown = {command: text.rpartition("(default:")[0] for command, text in shown.items()}
+        assert len(set(shown.values())) == 1, (flag, shown)
 
 
 def test_eval_help_points_to_the_family_list_which_names_every_family() -> None:
