@@ -2,8 +2,10 @@
 
 A command names an option by its alias (`max_depth: options.MaxDepth = None`), so the flag, its help
 text and its checks are the same wherever it appears; only the default is the command's own, given with
-`=` in its signature. Options that only one command has, or that mean something else in another command
-(`rlmx eval --concurrency` counts items, not requests per model), are declared in that command's module.
+`=` in its signature. Every option that describes a run is here, even those only `ask` takes today (the
+context, prices, sandbox and trace options). A server's own options (--host, --port, --root, ...) and a
+flag that means something else in one command (`rlmx eval --concurrency` counts items, not requests per
+model) are declared in that command's module.
 
 A help text may end in `(default: {default})`: each command fills it in with its own default (see
 `fill_in_defaults`), so `rlmx eval --help` says 1000 model calls where `rlmx ask --help` says 200. Where
