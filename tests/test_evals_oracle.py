@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from rlmx import RLM, Limits
-from rlmx.engine.node import answer_text
+from rlmx.answer import answer_text
 from rlmx.evals.items import EvalItem, Noise
 from rlmx.evals.oolong import NUMERIC, expected_numeric_score
 from rlmx.evals.oolong_pairs import simulated_score

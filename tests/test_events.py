@@ -180,7 +180,7 @@ def test_the_docs_list_every_stop_reason() -> None:
 def test_no_string_typed_emit_or_type_comparison_is_left_in_the_source() -> None:
     """Record types are classes: outside the vocabulary no code emits by name or spells a type's name."""
     names = [name for name in EVENT_TYPES if "_" in name]  # `final`, `error`... are also stop reasons
-    spelled = re.compile(r"""["'](%s)["']""" % "|".join(names))
+    spelled = re.compile(r"""["'](""" + "|".join(names) + r""")["']""")
     by_name = re.compile(r"""\.emit\(\s*["']""")
     offenders = []
     for path in SRC.rglob("*.py"):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rlmx.engine.parse import FinalLine, parse_reply
+from rlmx.answer import Answer
+from rlmx.engine.parse import parse_reply
 
 
 def test_repl_python_and_unlabelled_fences_run_in_order_others_do_not() -> None:
@@ -14,15 +15,15 @@ def test_repl_python_and_unlabelled_fences_run_in_order_others_do_not() -> None:
 
 
 def test_final_on_its_own_line_in_prose() -> None:
-    assert parse_reply("Done.\nFINAL(42)\n").final == FinalLine("final", "42")
-    assert parse_reply('FINAL("a quoted answer")').final == FinalLine("final", "a quoted answer")
-    assert parse_reply("  FINAL_VAR(result)  ").final == FinalLine("final_var", "result")
-    assert parse_reply("FINAL_VAR('result')").final == FinalLine("final_var", "result")
+    assert parse_reply("Done.\nFINAL(42)\n").final == Answer("42", "final")
+    assert parse_reply('FINAL("a quoted answer")').final == Answer("a quoted answer", "final")
+    assert parse_reply("  FINAL_VAR(result)  ").final == Answer(source="final_var", var="result")
+    assert parse_reply("FINAL_VAR('result')").final == Answer(source="final_var", var="result")
 
 
 def test_final_may_span_lines() -> None:
     parsed = parse_reply("FINAL(first line\nsecond line)\n")
-    assert parsed.final == FinalLine("final", "first line\nsecond line")
+    assert parsed.final == Answer("first line\nsecond line", "final")
 
 
 def test_final_inside_code_strings_comments_or_sentences_is_ignored() -> None:
@@ -35,4 +36,4 @@ def test_final_inside_code_strings_comments_or_sentences_is_ignored() -> None:
 
 def test_code_and_final_line_together() -> None:
     parsed = parse_reply("```repl\nx = 1\n```\nFINAL_VAR(x)")
-    assert parsed.code_blocks == ["x = 1\n"] and parsed.final == FinalLine("final_var", "x")
+    assert parsed.code_blocks == ["x = 1\n"] and parsed.final == Answer(source="final_var", var="x")

@@ -15,6 +15,7 @@ import pytest
 
 from policies import is_root, repl, turn
 from rlmx import RLM, ModelOptions
+from rlmx.context.payload import ContextPayload
 from rlmx.lm.base import CallSettings
 from rlmx.lm.openai_compat import (
     PROXY_ENVS,
@@ -24,7 +25,6 @@ from rlmx.lm.openai_compat import (
     no_tls_expected_context,
     shared_ssl_context,
 )
-from rlmx.sandbox.base import ContextPayload
 from rlmx.testing import ScriptedServer
 
 
@@ -144,7 +144,7 @@ def test_a_text_payload_keeps_the_callers_string_and_sends_its_exact_utf8_in_sli
 
 
 def test_a_batch_keeps_its_order_and_never_has_more_than_its_window_under_way() -> None:
-    from rlmx.engine.subcalls import run_windowed
+    from rlmx.engine.subcalls import run_bounded
 
     live, peak, started = [0], [0], []
 
@@ -159,7 +159,7 @@ def test_a_batch_keeps_its_order_and_never_has_more_than_its_window_under_way() 
 
         return run
 
-    results = asyncio.run(run_windowed([call(i) for i in range(50)], 8))
+    results = asyncio.run(run_bounded([call(i) for i in range(50)], 8))
     assert results == [f"r{i}" for i in range(50)] and peak[0] == 8
     assert started[:8] == list(range(8))  # taken in order
 
@@ -181,7 +181,7 @@ def test_a_batch_keeps_its_order_and_never_has_more_than_its_window_under_way() 
             raise ValueError("broken")
 
         try:
-            await run_windowed([slow(0), slow(1), boom, slow(3)], 3)
+            await run_bounded([slow(0), slow(1), boom, slow(3)], 3)
         except ValueError:
             await asyncio.sleep(0)
             return sorted(map(str, cancelled))

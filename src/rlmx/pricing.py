@@ -3,7 +3,7 @@
 Prices come from the `genai-prices` catalog (offline, maintained upstream; rlmx keeps no price table of
 its own). A per-model override (`--price MODEL=IN,OUT`, the config file, or `Pricing(overrides=...)`)
 wins over the catalog. A provider-reported cost (OpenRouter's `usage.cost`) wins over both; that choice
-is made by the engine (`RunState.cost_of`), which only asks a pricer when the provider said nothing.
+is made by the engine (`RunTree.cost_of`), which only asks a pricer when the provider said nothing.
 
 Token conventions (rlmx's `Usage`, the OpenAI convention): `input_tokens` includes `cached_tokens`,
 which are billed at the model's cache-read price, and `cache_write_tokens` (Anthropic's prompt-cache

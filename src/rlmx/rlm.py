@@ -12,22 +12,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rlmx.answer import Answer
 from rlmx.context.context import Context
 from rlmx.context.prefilter import Prefilter
 from rlmx.engine.ledger import Ledger
-from rlmx.engine.node import Node, NodeResult, answer_text
+from rlmx.engine.node import Node
 from rlmx.engine.prompts import SYSTEM_PROMPT_VERSION
-from rlmx.engine.state import Models, Pricer, RunState, check_budget_for_first_call
+from rlmx.engine.result import NodeResult
+from rlmx.engine.tree import Models, Pricer, RunTree, check_budget_for_first_call
 from rlmx.errors import ConfigError, RLMError
 from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import LM
 from rlmx.lm.cache import ResponseCache, open_cache, with_cache
 from rlmx.lm.registry import ModelOptions, resolve_model
 from rlmx.outcomes import AnswerSource, StopReason
-from rlmx.sandbox.base import BACKENDS, SandboxFactory, SandboxSettings
-from rlmx.sandbox.search import default_cache_dir
+from rlmx.paths import search_cache_dir, trace_dir
+from rlmx.sandbox.base import SandboxFactory, SandboxSettings
 from rlmx.trace.events import RunEnd, RunStart, excerpt
-from rlmx.trace.writer import Emitter, Sink, TraceWriter, default_trace_dir
+from rlmx.trace.writer import Emitter, Sink, TraceWriter
 from rlmx.typed import OutputSpec
 
 
@@ -80,11 +82,10 @@ class UnwaitedExecutor(ThreadPoolExecutor):
 
 
 def make_sandbox_factory(settings: SandboxSettings) -> Callable[[], SandboxFactory]:
-    """Checks the backend now; each run calls the result once for its own sandboxes (one zygote a run)."""
-    from rlmx.sandbox.backends import open_sandboxes
+    """Each run calls the result once for its own sandboxes (one zygote a run); `SandboxSettings` has
+    already refused an unknown backend."""
+    from rlmx.sandbox import open_sandboxes
 
-    if settings.backend not in BACKENDS:
-        raise ConfigError(f"unknown sandbox backend {settings.backend!r}; use one of: {', '.join(BACKENDS)}")
     return lambda: open_sandboxes(settings)
 
 
@@ -172,7 +173,7 @@ class RLM:
             return None
         if self.trace is True:
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-            return default_trace_dir() / f"{stamp}-{run_id}.jsonl"
+            return trace_dir() / f"{stamp}-{run_id}.jsonl"
         return Path(self.trace)
 
     async def arun(
@@ -205,7 +206,7 @@ class RLM:
         emitter = Emitter(sinks)
         ledger = Ledger(self.limits)
         sandboxes = self._sandbox_factory()  # this run's REPLs; the process backends share one zygote
-        state = RunState(
+        tree = RunTree(
             limits=self.limits,
             models=self._models,
             ledger=ledger,
@@ -218,10 +219,10 @@ class RLM:
         )
         meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
         payload = ctx.payload(
-            query=question, prefilter=self.prefilter, note=context_note, cache_dir=default_cache_dir()
+            query=question, prefilter=self.prefilter, note=context_note, cache_dir=search_cache_dir()
         )
         root = Node(
-            state,
+            tree,
             depth=0,
             question=question,
             payload=payload,
@@ -230,7 +231,7 @@ class RLM:
             output=output_spec,
             check_loaded=None if context is None or self.allow_empty_context else ctx.check_loaded,
         )
-        check_budget_for_first_call(state, question, meta, output_spec)
+        check_budget_for_first_call(tree, question, meta, output_spec)
         emitter.emit(
             RunStart(
                 id=root.id,
@@ -253,7 +254,11 @@ class RLM:
                 result = await self._run_root(root, ledger)
             except RLMError as exc:  # refused once under way (a context found empty when read)
                 self._end_record(
-                    emitter, root, NodeResult(None, "error", root.iteration, str(exc)), ledger, started
+                    emitter,
+                    root,
+                    NodeResult(Answer.none(str(exc)), "error", root.iteration, str(exc)),
+                    ledger,
+                    started,
                 )
                 raise
             except (asyncio.CancelledError, KeyboardInterrupt):
@@ -261,7 +266,7 @@ class RLM:
                 self._end_record(
                     emitter,
                     root,
-                    NodeResult(None, "interrupted", root.iteration, "interrupted"),
+                    NodeResult(Answer.none("interrupted"), "interrupted", root.iteration, "interrupted"),
                     ledger,
                     started,
                 )
@@ -272,7 +277,7 @@ class RLM:
             if writer:
                 writer.close()
         return RunResult(
-            answer=result.answer,
+            answer=result.answer.value,
             stopped_by=result.stopped_by,
             iterations=result.iterations,
             usage=usage,
@@ -280,8 +285,8 @@ class RLM:
             elapsed_s=time.monotonic() - started,
             error=result.error,
             run_id=run_id,
-            parsed=result.parsed,
-            answer_source=result.answer_source,
+            parsed=result.answer.parsed,
+            answer_source=result.answer.source,
         )
 
     def _end_record(
@@ -294,10 +299,8 @@ class RLM:
                 depth=0,
                 stopped_by=result.stopped_by,
                 iterations=result.iterations,
-                answer=excerpt(answer_text(result.answer), self.excerpt_chars)
-                if result.answer is not None
-                else None,
-                answer_source=result.answer_source,
+                answer=excerpt(result.answer.text(), self.excerpt_chars) if result.answer.given else None,
+                answer_source=result.answer.source,
                 error=result.error,
                 usage=usage,
                 elapsed_s=round(time.monotonic() - started, 3),

@@ -1,11 +1,11 @@
 """Typed answers: the final answer must match a pydantic type or a JSON schema.
 
-    class Verdict(BaseModel):
+    class Count(BaseModel):
         label: str
         count: int
 
-    result = RLM("openai:gpt-5-mini").run("How many ...?", text, output=Verdict)
-    result.parsed  # a Verdict instance; result.answer holds its JSON form
+    result = RLM("openai:gpt-5-mini").run("How many ...?", text, output=Count)
+    result.parsed  # a Count instance; result.answer holds its JSON form
 
 The root model is told the schema (prompts/output_schema.md). Every FINAL / FINAL_VAR value of the root
 is checked; a value that does not match goes back to the model with the errors, at most `max_retries`
@@ -18,23 +18,14 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
+from rlmx.answer import Answer
 from rlmx.errors import ConfigError
 
 MAX_ERRORS_SHOWN = 6
 FENCED_JSON = re.compile(r"^\s*```[A-Za-z]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The outcome of checking one answer: either a value (JSON form + parsed object) or the errors."""
-
-    ok: bool
-    value: Any = None  # the JSON value to report as the answer
-    parsed: Any = None  # the pydantic object (or the JSON value, for a plain schema)
-    errors: str = ""
 
 
 class OutputSpec:
@@ -74,43 +65,44 @@ class OutputSpec:
 
     def prompt(self) -> str:
         """The section appended to the root's system prompt (prompts/output_schema.md)."""
-        from rlmx.engine.prompts import fill, load
+        from rlmx.prompts import fill, load
 
         return fill(load("output_schema.md"), schema=self.schema_text(), retries=self.max_retries)
 
-    def feedback(self, verdict: Verdict, corrections_left: int) -> str:
+    def feedback(self, checked: Answer, corrections_left: int) -> str:
         """What the model is told when its answer was rejected (prompts/output_rejected.md)."""
-        from rlmx.engine.prompts import fill, load
+        from rlmx.prompts import fill, load
 
-        return fill(load("output_rejected.md"), errors=verdict.errors, left=corrections_left).strip()
+        return fill(load("output_rejected.md"), errors=checked.problems, left=corrections_left).strip()
 
-    def failure(self, verdict: Verdict, attempts: int, raw: Any) -> str:
+    def failure(self, checked: Answer, attempts: int) -> str:
         """The run's one-line error once the corrections are used up."""
-        raw_text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
+        raw_text = checked.text()
         shown = raw_text if len(raw_text) <= 300 else raw_text[:300] + "..."
-        problems = "; ".join(line.removeprefix("- ") for line in verdict.errors.splitlines())
+        problems = "; ".join(line.removeprefix("- ") for line in (checked.problems or "").splitlines())
         return (
             f"the final answer did not match the output schema {self.name!r} after {attempts} attempt(s): "
             f"{problems}; last raw answer: {shown}"
         )
 
-    def check(self, answer: Any) -> Verdict:
-        """Decode a FINAL/FINAL_VAR value and validate it against the schema."""
-        value, decode_error = self._decode(answer)
+    def check(self, answer: Answer) -> Answer:
+        """The answer with its value decoded and validated: `parsed` set when it matches the schema
+        (`value` then holds its JSON form), `problems` saying what is wrong when it does not."""
+        value, decode_error = self._decode(answer.value)
         if decode_error is not None:
-            return Verdict(False, errors=decode_error)
+            return replace(answer, problems=decode_error)
         if self._adapter is not None:
             from pydantic import ValidationError
 
             try:
                 parsed = self._adapter.validate_python(value)
             except ValidationError as exc:
-                return Verdict(False, errors=_pydantic_errors(exc))
-            return Verdict(True, value=self._adapter.dump_python(parsed, mode="json"), parsed=parsed)
+                return replace(answer, problems=_pydantic_errors(exc))
+            return replace(answer, value=self._adapter.dump_python(parsed, mode="json"), parsed=parsed)
         problems = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
         if problems:
-            return Verdict(False, errors=_schema_errors(problems))
-        return Verdict(True, value=value, parsed=value)
+            return replace(answer, problems=_schema_errors(problems))
+        return replace(answer, value=value, parsed=value)
 
     def _decode(self, answer: Any) -> tuple[Any, str | None]:
         if not isinstance(answer, str):

@@ -23,14 +23,31 @@ class History:
     compacted_upto: int = 2  # messages[head:compacted_upto] are represented by `condensed`
     condensed: list[Message] = field(default_factory=list)
     summary: str = ""
-    _chars: int = 0  # size of what view() returns, kept incrementally
+    mirrored: int = 0  # messages already copied into the REPL's `history` variable
+    logged: int = 0  # messages already written to the trace
+    _chars: int = 0  # size of what for_model() returns, kept incrementally
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
         self._chars += len(str(message["content"]))
 
-    def view(self) -> list[Message]:
+    def for_model(self) -> list[Message]:
+        """What is sent to the model: the head, the condensed older turns, the recent turns verbatim."""
         return self.messages[: self.head] + self.condensed + self.messages[self.compacted_upto :]
+
+    def take_unmirrored(self) -> list[Message]:
+        """The messages the REPL's `history` does not have yet; from now on it has them."""
+        new = self.messages[self.mirrored :]
+        self.mirrored = len(self.messages)
+        return new
+
+    def unlogged(self) -> list[Message]:
+        """The messages no trace record holds yet."""
+        return self.messages[self.logged :]
+
+    def mark_logged(self, *, reply: bool = True) -> None:
+        """Everything so far is in the trace (and the reply about to be appended, with `reply`)."""
+        self.logged = len(self.messages) + (1 if reply else 0)
 
     def view_tokens(self) -> int:
         return estimate_tokens(self._chars) + 4 * (len(self.condensed) + len(self.messages))
@@ -77,4 +94,4 @@ class History:
         while len(self.condensed) > 3 and sum(len(str(m["content"])) for m in self.condensed) > budget_chars:
             del self.condensed[1:3]
         self.compacted_upto = end
-        self._chars = sum(len(str(m["content"])) for m in self.view())
+        self._chars = sum(len(str(m["content"])) for m in self.for_model())

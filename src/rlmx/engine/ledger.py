@@ -96,6 +96,25 @@ class Ledger:
         self.reserved_usd += reserved
         return reserved
 
+    def calls_left(self) -> int:
+        """Model calls the run may still make (the one kept for the final answer included)."""
+        return self.limits.max_llm_calls - self.total.calls - self.in_flight
+
+    def reserve_for_final(self, usd: float) -> None:
+        """Keep `usd` (the forced final answer's worst case, updated each root turn) out of reach of
+        ordinary calls."""
+        self.final_reserve_usd = usd
+
+    def final_output_cap(self, est_usd: float, input_usd: float, cap: int, *, floor: int) -> int:
+        """The forced final answer's output cap, fitted to what is left of the budget: `cap` when its
+        worst case `est_usd` fits, else the output tokens the rest pays for (at least `floor`)."""
+        left = self.cost_left()
+        if left is None or est_usd <= left:
+            return cap
+        per_output_token = (est_usd - input_usd) / cap
+        fits = int((left - input_usd) / per_output_token) if per_output_token > 0 else cap
+        return max(floor, min(cap, fits))
+
     def release(self, reserved_usd: float = 0.0) -> None:
         """Give back a slot whose call was never made (e.g. answered from a cache)."""
         self.in_flight -= 1

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypedDict, TypeVar
 
+from rlmx.answer import Answer, from_wire
 from rlmx.context.metadata import render
+from rlmx.context.payload import ContextPayload
 from rlmx.engine import prompts
 from rlmx.engine.history import History
-from rlmx.engine.parse import FinalLine, parse_reply, prose_of
-from rlmx.engine.state import RunState
-from rlmx.engine.subcalls import SubCalls, answer_text
+from rlmx.engine.parse import parse_reply, prose_of
+from rlmx.engine.result import NodeResult
+from rlmx.engine.subcalls import SubCalls
+from rlmx.engine.tree import RunTree
 from rlmx.errors import BudgetExhausted, ModelError, SandboxError
-from rlmx.outcomes import AnswerSource, LimitReason, Purpose, StopReason
-from rlmx.sandbox.base import ContextPayload, ExecResult
+from rlmx.outcomes import LimitReason, Purpose, StopReason
+from rlmx.sandbox.base import ExecResult
 from rlmx.trace.events import (
     ChildEnd,
     ChildStart,
@@ -28,9 +30,7 @@ from rlmx.trace.events import (
     OutputRejected,
     excerpt,
 )
-from rlmx.trace.events import (
-    Final as FinalRecord,
-)
+from rlmx.trace.events import Final as FinalRecord
 from rlmx.typed import OutputSpec
 
 E = TypeVar("E", bound=Event)
@@ -41,28 +41,10 @@ class Here(TypedDict):
     depth: int
 
 
-@dataclass
-class NodeResult:
-    answer: Any  # None when the run produced no answer
-    stopped_by: StopReason
-    iterations: int
-    error: str | None = None
-    parsed: Any = None  # the typed answer, when an output schema is set
-    answer_source: AnswerSource = "none"
-
-
-@dataclass
-class Final:
-    answer: Any
-    parsed: Any = None
-    error: str | None = None  # set when the answer failed the output schema for good
-    source: AnswerSource = "final"  # final | final_var: how the model gave it
-
-
 class Node:
     def __init__(
         self,
-        state: RunState,
+        tree: RunTree,
         *,
         depth: int,
         question: str,
@@ -74,7 +56,7 @@ class Node:
         batch_id: str | None = None,
         check_loaded: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        self.state = state
+        self.tree = tree
         self.check_loaded = check_loaded  # root only: refuses a context found empty once the worker read it
         self.batch_id = batch_id  # the batch (rlm_query_batched) this child belongs to
         self.output = output  # the typed-answer schema (root only)
@@ -84,20 +66,25 @@ class Node:
         self.payload = payload
         self.meta = meta
         self.parent_id = parent_id
-        self.id = node_id or state.emitter.new_id()
-        self.lm = state.models.for_depth(depth)
-        self.sub_lm = state.models.for_depth(depth + 1)
-        self.sandbox = state.sandbox_factory()
+        self.id = node_id or tree.emitter.new_id()
+        self.lm = tree.models.for_depth(depth)
+        self.sub_lm = tree.models.for_depth(depth + 1)
+        self.sandbox = tree.sandbox_factory()
         self.history = History(
-            state.history_settings, state.history_settings.context_window or state.models.window(self.lm)
+            tree.history_settings, tree.history_settings.context_window or tree.models.window(self.lm)
         )
         self.iteration = 0
-        self.mirrored = 0  # messages already copied into the REPL's `history`
-        self.logged = 0  # messages already written to the trace
         self.sandbox_alive = False
         self.starting: asyncio.Future[None] | None = None  # the REPL's start, until code first needs it
-        self.children = asyncio.Semaphore(state.limits.max_concurrent_children)
-        self.subcalls = SubCalls(self)
+        self.subcalls = SubCalls(
+            tree,
+            depth=depth,
+            sub_lm=self.sub_lm,
+            payload=payload,
+            meta=meta,
+            spawn=self.run_child,
+            children=asyncio.Semaphore(tree.limits.max_concurrent_children),
+        )
 
     @property
     def is_child(self) -> bool:
@@ -105,7 +92,7 @@ class Node:
         return self.parent_id is not None
 
     def emit(self, event: E) -> E:
-        return self.state.emitter.emit(event)
+        return self.tree.emitter.emit(event)
 
     def here(self) -> Here:
         """The `parent_id` and `depth` of a record this RLM writes about itself."""
@@ -119,7 +106,7 @@ class Node:
                     id=self.id,
                     parent_id=self.parent_id,
                     depth=self.depth,
-                    question=excerpt(self.question, self.state.excerpt_chars),
+                    question=excerpt(self.question, self.tree.excerpt_chars),
                     model=self.lm.name,
                     batch_id=self.batch_id,
                 )
@@ -131,7 +118,7 @@ class Node:
         except SandboxError as exc:
             result = self._error(str(exc))
         except asyncio.CancelledError:
-            result = NodeResult(None, "error", self.iteration, "cancelled")
+            result = NodeResult(Answer.none(), "error", self.iteration, "cancelled")
             self._end(result)
             raise
         finally:
@@ -157,17 +144,17 @@ class Node:
                     child_id=self.id,
                     stopped_by=result.stopped_by,
                     iterations=result.iterations,
-                    answer=excerpt(answer_text(result.answer), self.state.excerpt_chars)
-                    if result.answer is not None
+                    answer=excerpt(result.answer.text(), self.tree.excerpt_chars)
+                    if result.answer.given
                     else None,
-                    answer_source=result.answer_source,
+                    answer_source=result.answer.source,
                     error=result.error,
                 )
             )
 
     async def _turns(self) -> NodeResult:
-        limits = self.state.limits
-        sub_window = self.state.models.window(self.sub_lm)
+        limits = self.tree.limits
+        sub_window = self.tree.models.window(self.sub_lm)
         system = prompts.system_prompt(
             depth=self.depth, limits=limits, sub_model=self.sub_lm.name, sub_window=sub_window
         )
@@ -182,7 +169,7 @@ class Node:
                 await self._compact()
             try:
                 reply = await self._call(
-                    self.history.view(), purpose="root" if self.depth == 0 else "child_root"
+                    self.history.for_model(), purpose="root" if self.depth == 0 else "child_root"
                 )
             except BudgetExhausted as exc:
                 return await self._forced_final(exc.limit)
@@ -191,10 +178,7 @@ class Node:
             self.history.append({"role": "assistant", "content": reply})
             done = await self._act(reply)
             if done is not None:
-                stopped_by: StopReason = "final" if done.error is None else "error"
-                return self._finish(
-                    done.answer, stopped_by, done.error, parsed=done.parsed, source=done.source
-                )
+                return self._finish(done, "final" if done.error is None else "error")
         return await self._forced_final("max_iterations")
 
     async def _call(
@@ -206,8 +190,8 @@ class Node:
         extra: list[dict[str, Any]] | None = None,
     ) -> str:
         """A turn of this node's own model; the trace gets only the messages it has not seen yet."""
-        new = self.history.messages[self.logged :] + (extra or [])
-        response = await self.state.call_model(
+        new = self.history.unlogged() + (extra or [])
+        response = await self.tree.call_model(
             self.lm,
             [*messages, *(extra or [])],
             depth=self.depth,
@@ -217,10 +201,12 @@ class Node:
             log_messages=new,
             iteration=self.iteration,
         )
-        self.logged = len(self.history.messages) + 1  # the reply is in this lm_call record
+        self.history.mark_logged(reply=True)  # the reply is in this lm_call record
         return response.text
 
-    async def _act(self, reply: str) -> Final | None:
+    async def _act(self, reply: str) -> Answer | None:
+        """Run the reply's code, in order; an accepted FINAL/FINAL_VAR (from code or the reply's prose)
+        ends the loop. Otherwise the outputs go back to the model as the next user message."""
         parsed = parse_reply(reply)
         parts: list[str] = []
         code_failed = rejected = False
@@ -229,8 +215,7 @@ class Node:
             parts.append(format_result(index, len(parsed.code_blocks), result))
             code_failed = code_failed or result.error is not None
             if result.final is not None:
-                source: AnswerSource = "final_var" if result.final.get("kind") == "final_var" else "final"
-                done = self._accept(decode_final(result.final), parts, source)
+                done = self._accept(from_wire(result.final), parts)
                 if done is not None:
                     return done
                 rejected = True
@@ -238,46 +223,44 @@ class Node:
         if parsed.final is not None and not rejected:
             if code_failed:
                 parts.append(
-                    f"Your {parsed.final.kind.upper()}(...) was not accepted because your code failed; fix it first."
+                    f"Your {parsed.final.source.upper()}(...) was not accepted because your code failed; fix it first."
                 )
             else:
                 answer, problem = await self._resolve(parsed.final)
                 if problem is None:
-                    done = self._accept(answer, parts, parsed.final.kind)
+                    done = self._accept(answer, parts)
                     if done is not None:
                         return done
                 else:
                     parts.append(problem)
         if not parsed.code_blocks and parsed.final is None:
             parts.append(prompts.NO_CODE)
-        left = self.state.limits.max_llm_calls - self.state.ledger.total.calls - self.state.ledger.in_flight
-        header = f"[turn {self.iteration} of {self.state.limits.max_iterations} done; model calls left in the run: {left}]"
+        left = self.tree.ledger.calls_left()
+        header = f"[turn {self.iteration} of {self.tree.limits.max_iterations} done; model calls left in the run: {left}]"
         self.history.append({"role": "user", "content": header + "\n" + "\n\n".join(parts)})
         return None
 
-    def _accept(self, answer: Any, parts: list[str], source: AnswerSource) -> Final | None:
+    def _accept(self, answer: Answer, parts: list[str]) -> Answer | None:
         """A FINAL value, checked against the output schema; None (and feedback in `parts`) when rejected."""
         if self.output is None:
-            return Final(answer, source=source)
-        verdict = self.output.check(answer)
-        if verdict.ok:
-            return Final(verdict.value, verdict.parsed, source=source)
+            return answer
+        checked = self.output.check(answer)
+        if checked.problems is None:
+            return checked
         self.rejections += 1
         self.emit(
             OutputRejected(
-                **self.here(), iteration=self.iteration, attempt=self.rejections, errors=list(verdict.errors)
+                **self.here(), iteration=self.iteration, attempt=self.rejections, errors=[checked.problems]
             )
         )
         if self.rejections > self.output.max_retries:
-            error = self.output.failure(verdict, self.rejections, answer)
-            return Final(answer, error=error, source=source)
-        parts.append(self.output.feedback(verdict, self.output.max_retries - self.rejections + 1))
+            return answer.refused(self.output.failure(checked, self.rejections))
+        parts.append(self.output.feedback(checked, self.output.max_retries - self.rejections + 1))
         return None
 
     async def _exec(self, code: str) -> ExecResult:
-        append = self.history.messages[self.mirrored :]
-        self.mirrored = len(self.history.messages)
-        exec_id = self.state.emitter.new_id()
+        append = self.history.take_unmirrored()
+        exec_id = self.tree.emitter.new_id()
         self.emit(
             ExecStart(**self.here(), exec_id=exec_id, iteration=self.iteration, code=excerpt(code, 400))
         )
@@ -292,8 +275,8 @@ class Node:
                 **self.here(),
                 id=exec_id,
                 iteration=self.iteration,
-                code=excerpt(code, 20_000 if self.state.excerpt_chars else 0),
-                output=excerpt(result.output, self.state.excerpt_chars),
+                code=excerpt(code, 20_000 if self.tree.excerpt_chars else 0),
+                output=excerpt(result.output, self.tree.excerpt_chars),
                 error=result.error,
                 final=result.final is not None,
                 restarted=result.restarted,
@@ -323,16 +306,17 @@ class Node:
             await starting
             self.sandbox_alive = True
 
-    async def _resolve(self, final: FinalLine) -> tuple[Any, str | None]:
-        if final.kind == "final":
-            return final.arg, None
+    async def _resolve(self, final: Answer) -> tuple[Answer, str | None]:
+        """A FINAL from a reply's prose with its value: FINAL_VAR's variable is read from the REPL."""
+        if final.var is None:
+            return final, None
         await self._ready()
         if not self.sandbox_alive:
-            return None, "FINAL_VAR cannot be read: the REPL is not running"
-        reply = await self.sandbox.get_var(final.arg)
+            return final, "FINAL_VAR cannot be read: the REPL is not running"
+        reply = await self.sandbox.get_var(final.var)
         if not reply.get("ok"):
-            return None, f"FINAL_VAR({final.arg}) failed: {reply.get('error')}. Assign the variable first."
-        return decode_final(reply), None
+            return final, f"FINAL_VAR({final.var}) failed: {reply.get('error')}. Assign the variable first."
+        return from_wire({**reply, "kind": "final_var"}), None
 
     async def _compact(self) -> None:
         old = self.history.turns_to_condense()
@@ -341,7 +325,7 @@ class Node:
         summary: str | None = None
         try:
             summary = (
-                await self.state.call_model(
+                await self.tree.call_model(
                     self.lm,
                     ask,
                     depth=self.depth,
@@ -368,75 +352,71 @@ class Node:
         self.emit(Limit(**self.here(), reason=reason, iteration=self.iteration))
         ask = {"role": "user", "content": prompts.FORCED_FINAL.format(reason=reason)}
         try:
-            reply = await self._call(self.history.view(), purpose="final", final=self.depth == 0, extra=[ask])
+            reply = await self._call(
+                self.history.for_model(), purpose="final", final=self.depth == 0, extra=[ask]
+            )
         except BudgetExhausted as exc:
             why = "no time" if exc.limit == "timeout" else "no model call or budget"
-            return self._finish(None, reason, f"stopped by {reason}; {why} left for a final answer ({exc})")
+            return self._finish(
+                Answer.none(f"stopped by {reason}; {why} left for a final answer ({exc})"), reason
+            )
         except ModelError as exc:
-            return self._finish(None, reason, f"stopped by {reason}; the final answer's call failed: {exc}")
+            return self._finish(
+                Answer.none(f"stopped by {reason}; the final answer's call failed: {exc}"), reason
+            )
         self.history.append(ask)
         self.history.append({"role": "assistant", "content": reply})
-        answer, source, problem = await self._forced_answer(reply)
-        if answer is None:
-            return self._finish(None, reason, f"stopped by {reason}; {problem}")
+        answer = await self._forced_answer(reply)
+        if not answer.given:
+            return self._finish(Answer.none(f"stopped by {reason}; {answer.error}"), reason)
         if self.output is not None:  # no corrections left at a limit: the answer matches or it is reported
-            verdict = self.output.check(answer)
-            if not verdict.ok:
-                error = self.output.failure(verdict, self.rejections + 1, answer)
-                return self._finish(answer, reason, error, source=source)
-            return self._finish(verdict.value, reason, parsed=verdict.parsed, source=source)
-        return self._finish(answer, reason, source=source)
+            checked = self.output.check(answer)
+            if checked.problems is not None:
+                answer = answer.refused(self.output.failure(checked, self.rejections + 1))
+            else:
+                answer = checked
+        return self._finish(answer, reason)
 
-    async def _forced_answer(self, reply: str) -> tuple[Any, AnswerSource, str]:
-        """(answer, its source, why there is none) of a forced final reply."""
+    async def _forced_answer(self, reply: str) -> Answer:
+        """The answer of a forced final reply: its FINAL value, else its prose; none (with why) else."""
         parsed = parse_reply(reply)
         problem = "the model's final reply held no answer"
         if parsed.final is not None:
             answer, resolve_problem = await self._resolve(parsed.final)
             if resolve_problem is None:
-                return answer, parsed.final.kind, ""
+                return answer
             problem = resolve_problem
         text = prose_of(reply)
-        if text:
-            return text, "prose", ""
-        return None, "none", problem
+        return Answer(text, "prose") if text else Answer.none(problem)
 
     async def answer_after_timeout(self) -> NodeResult:
         """The run's time is up and its REPL is gone: one bounded call for an answer from the history."""
         return await self._forced_final("timeout")
 
-    def _finish(
-        self,
-        answer: Any,
-        stopped_by: StopReason,
-        error: str | None = None,
-        *,
-        parsed: Any = None,
-        source: AnswerSource = "none",
-    ) -> NodeResult:
-        source = source if answer is not None else "none"
+    def _finish(self, answer: Answer, stopped_by: StopReason) -> NodeResult:
+        """End this RLM with `answer` (its `error`, if any, is the RLM's error)."""
         self.emit(
             FinalRecord(
                 **self.here(),
                 stopped_by=stopped_by,
                 iteration=self.iteration,
-                answer=excerpt(answer_text(answer), self.state.excerpt_chars) if answer is not None else None,
-                answer_source=source,
-                error=error,
+                answer=excerpt(answer.text(), self.tree.excerpt_chars) if answer.given else None,
+                answer_source=answer.source,
+                error=answer.error,
             )
         )
-        return NodeResult(answer, stopped_by, self.iteration, error, parsed, source)
+        return NodeResult(answer, stopped_by, self.iteration, answer.error)
 
     def _error(self, message: str) -> NodeResult:
         self.emit(Error(**self.here(), message=message, iteration=self.iteration))
-        return NodeResult(None, "error", self.iteration, message)
+        return NodeResult(Answer.none(message), "error", self.iteration, message)
 
-    def spawn_child(
+    async def run_child(
         self, question: str, payload: ContextPayload, meta: str, parent_id: str, batch_id: str | None
-    ) -> Node:
-        """A child RLM one level down, with its own REPL (started by its `run`)."""
-        return Node(
-            self.state,
+    ) -> NodeResult:
+        """A child RLM one level down, with its own REPL, run to its end (`SubCalls`' `spawn`)."""
+        child = Node(
+            self.tree,
             depth=self.depth + 1,
             question=question,
             payload=payload,
@@ -444,10 +424,7 @@ class Node:
             parent_id=parent_id,
             batch_id=batch_id,
         )
-
-
-def decode_final(final: dict[str, Any]) -> Any:
-    return final["json"] if "json" in final else final.get("text", "")
+        return await child.run()
 
 
 def format_result(index: int, total: int, result: ExecResult) -> str:

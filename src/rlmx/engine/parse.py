@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Literal
+
+from rlmx.answer import Answer
 
 FENCE = re.compile(
     r"^[ \t]*```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL
@@ -15,15 +16,9 @@ FINAL_START = re.compile(r"^[ \t]*(FINAL_VAR|FINAL)\(", re.MULTILINE)
 
 
 @dataclass(frozen=True)
-class FinalLine:
-    kind: Literal["final", "final_var"]
-    arg: str  # FINAL: the answer text; FINAL_VAR: the variable name
-
-
-@dataclass(frozen=True)
 class ParsedReply:
     code_blocks: list[str]
-    final: FinalLine | None
+    final: Answer | None  # FINAL(text): its value; FINAL_VAR(name): `var`, still to be read from the REPL
 
 
 def parse_reply(text: str) -> ParsedReply:
@@ -44,18 +39,18 @@ def parse_reply(text: str) -> ParsedReply:
     return ParsedReply(blocks, final)
 
 
-def find_final(segment: str) -> FinalLine | None:
+def find_final(segment: str) -> Answer | None:
     """A FINAL(...) or FINAL_VAR(...) standing on its own line (it may span lines) in prose."""
     for match in FINAL_START.finditer(segment):
         rest = segment[match.end() :]
         if match.group(1) == "FINAL_VAR":
             line = rest.split("\n", 1)[0].rstrip()
             if line.endswith(")"):
-                return FinalLine("final_var", _unquote(line[:-1].strip()))
+                return Answer(source="final_var", var=_unquote(line[:-1].strip()))
             continue
         # FINAL(...): the closing parenthesis ends a line (this one or a later one)
         for end in re.finditer(r"\)[ \t]*$", rest, re.MULTILINE):
-            return FinalLine("final", _unquote(rest[: end.start()].strip()))
+            return Answer(_unquote(rest[: end.start()].strip()), "final")
     return None
 
 

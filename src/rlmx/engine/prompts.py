@@ -1,28 +1,12 @@
-"""Prompts are data files; this module fills them in."""
+"""The engine's prompts: the system prompt for a depth and its limits, the forced final answer, the
+compaction request. The texts are data files in `rlmx/prompts/`."""
 
 from __future__ import annotations
 
-from functools import cache
-from importlib import resources
-from typing import Any
-
 from rlmx.limits import Limits
+from rlmx.prompts import fill, load
 
 SYSTEM_PROMPT_VERSION = 2  # keep in step with the header of prompts/system.md
-
-
-@cache
-def load(name: str) -> str:
-    text = resources.files("rlmx.prompts").joinpath(name).read_text(encoding="utf-8")
-    if text.startswith("<!--"):
-        text = text.split("-->", 1)[1].lstrip("\n")
-    return text
-
-
-def fill(template: str, **values: Any) -> str:
-    for key, value in values.items():
-        template = template.replace("{{" + key + "}}", str(value))
-    return template
 
 
 def rlm_query_behaviour(depth: int, max_depth: int) -> str:

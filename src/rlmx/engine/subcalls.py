@@ -9,27 +9,47 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from rlmx.context.metadata import describe
+from rlmx.context.payload import ContextPayload
+from rlmx.engine.result import NodeResult
 from rlmx.errors import RLMError
-from rlmx.lm.base import estimate_tokens
+from rlmx.lm.base import LM, estimate_tokens
 from rlmx.outcomes import Purpose
-from rlmx.sandbox.base import ContextPayload
 from rlmx.trace.events import BatchEnd, BatchStart, Fallback
 
 if TYPE_CHECKING:
-    from rlmx.engine.node import Node
+    from rlmx.engine.tree import RunTree
 
-DEFAULT_WINDOW = 128  # calls of a batch under way at once when the model does not say its concurrency
+DEFAULT_BATCH_WIDTH = 128  # calls of a batch under way at once when the model does not say its concurrency
+
+# starts a child RLM one level down and waits for it: (question, payload, meta, parent_id, batch_id)
+Spawn = Callable[[str, ContextPayload, str, str, "str | None"], Awaitable[NodeResult]]
 
 
 class SubCalls:
-    """Answers one node's `llm_query*` / `rlm_query*` requests. Every model call goes through the run's
-    ledger (`RunState.call_model`); a child RLM is a node one level down."""
+    """Answers one RLM's `llm_query*` / `rlm_query*` requests. Every model call goes through the run's
+    ledger (`RunTree.call_model`); a child RLM is started with `spawn` and bounded by `children`."""
 
-    def __init__(self, node: Node) -> None:
-        self.node = node
+    def __init__(
+        self,
+        tree: RunTree,
+        *,
+        depth: int,
+        sub_lm: LM,
+        payload: ContextPayload,
+        meta: str,
+        spawn: Spawn,
+        children: asyncio.Semaphore,
+    ) -> None:
+        self.tree = tree
+        self.depth = depth  # of the RLM whose REPL asks; its sub-calls are at depth + 1
+        self.sub_lm = sub_lm
+        self.payload = payload  # what a child gets when it is given no context of its own
+        self.meta = meta
+        self.spawn = spawn
+        self.children = children
 
     async def handle(self, method: str, params: dict[str, Any], exec_id: str) -> Any:
-        if self.node.state.limits.max_depth == 0:
+        if self.tree.limits.max_depth == 0:
             raise RLMError(f"{method} is disabled in this run (max_depth=0): no sub-calls are allowed")
         if method == "llm_query":
             return await self.sub_call(
@@ -42,7 +62,7 @@ class SubCalls:
                 method,
                 exec_id,
                 [partial(self.sub_call, p, model, exec_id, batched=True) for p in prompts_],
-                window=self.window(model),
+                width=self.batch_width(model),
             )
         if method == "rlm_query":
             return await self.rlm(
@@ -60,31 +80,31 @@ class SubCalls:
                     partial(self.rlm, p, c, exec_id, batched=True)
                     for p, c in zip(prompts_, contexts, strict=True)
                 ],
-                window=self.window(None),
+                width=self.batch_width(None),
             )
         raise RLMError(f"unknown REPL request {method!r}")
 
-    def window(self, model: Any) -> int:
+    def batch_width(self, model: Any) -> int:
         """How many calls of a batch are under way at once: twice the model's own concurrency, so a
         call waiting out a retry does not idle a slot, and never all of a 1,000-item batch at once."""
-        lm = self.node.state.models.named(str(model)) if model else self.node.sub_lm
+        lm = self.tree.models.named(str(model)) if model else self.sub_lm
         concurrency = getattr(lm, "concurrency", None)
-        return 2 * concurrency if isinstance(concurrency, int) and concurrency > 0 else DEFAULT_WINDOW
+        return 2 * concurrency if isinstance(concurrency, int) and concurrency > 0 else DEFAULT_BATCH_WIDTH
 
     async def batch(
-        self, method: str, exec_id: str, calls: list[Callable[..., Awaitable[str]]], *, window: int
+        self, method: str, exec_id: str, calls: list[Callable[..., Awaitable[str]]], *, width: int
     ) -> list[str]:
         """One batched request: its calls run concurrently between `batch_start` and `batch_end` records,
         and each of their records carries `batch_id` (for progress counters and the viewer)."""
-        depth = self.node.depth
+        depth = self.depth
         start = BatchStart(parent_id=exec_id, depth=depth, method=method, n=len(calls))
-        batch_id = self.node.emit(start).id
-        results = await run_windowed([partial(call, batch_id=batch_id) for call in calls], window)
+        batch_id = self.tree.emitter.emit(start).id
+        results = await run_bounded([partial(call, batch_id=batch_id) for call in calls], width)
         errors = sum(1 for r in results if r.startswith(("[llm_query error]", "[rlm_query error]")))
         end = BatchEnd(
             parent_id=exec_id, depth=depth, batch_id=batch_id, method=method, n=len(calls), errors=errors
         )
-        self.node.emit(end)
+        self.tree.emitter.emit(end)
         return results
 
     async def sub_call(
@@ -97,18 +117,18 @@ class SubCalls:
         purpose: Purpose = "llm_query",
         batch_id: str | None = None,
     ) -> str:
-        lm = self.node.state.models.named(str(model)) if model else self.node.sub_lm
-        window = self.node.state.models.window(lm)
+        lm = self.tree.models.named(str(model)) if model else self.sub_lm
+        context_window = self.tree.models.window(lm)
         try:
-            if estimate_tokens(prompt) > window:
+            if estimate_tokens(prompt) > context_window:
                 raise RLMError(
                     f"prompt of about {estimate_tokens(prompt):,} tokens exceeds the window of {lm.name} "
-                    f"(about {window:,} tokens); split it into smaller chunks"
+                    f"(about {context_window:,} tokens); split it into smaller chunks"
                 )
-            response = await self.node.state.call_model(
+            response = await self.tree.call_model(
                 lm,
                 [{"role": "user", "content": prompt}],
-                depth=self.node.depth + 1,
+                depth=self.depth + 1,
                 parent_id=parent_id,
                 purpose=purpose,
                 batch_id=batch_id,
@@ -122,33 +142,30 @@ class SubCalls:
     async def rlm(
         self, prompt: str, context: Any, parent_id: str, *, batched: bool, batch_id: str | None = None
     ) -> str:
-        max_depth = self.node.state.limits.max_depth
-        if self.node.depth + 1 >= max_depth:
-            reason = (
-                f"rlm_query at depth {self.node.depth} with max_depth={max_depth} runs as a plain llm_query"
-            )
-            self.node.emit(Fallback(parent_id=parent_id, depth=self.node.depth, reason=reason))
+        max_depth = self.tree.limits.max_depth
+        if self.depth + 1 >= max_depth:
+            reason = f"rlm_query at depth {self.depth} with max_depth={max_depth} runs as a plain llm_query"
+            self.tree.emitter.emit(Fallback(parent_id=parent_id, depth=self.depth, reason=reason))
             if context is not None:
                 prompt = f"{prompt}\n\nContext:\n{context if isinstance(context, str) else json.dumps(context, default=str)}"
             return await self.sub_call(
                 prompt, None, parent_id, batched=batched, purpose="fallback", batch_id=batch_id
             )
         if context is None:
-            payload, meta = self.node.payload, self.node.meta
+            payload, meta = self.payload, self.meta
         else:
             payload, meta = ContextPayload.of(context), describe(context)
-        async with self.node.children:
-            child = self.node.spawn_child(prompt, payload, meta, parent_id, batch_id)
-            result = await child.run()
-        if result.answer is None:
+        async with self.children:
+            result = await self.spawn(prompt, payload, meta, parent_id, batch_id)
+        if not result.answer.given:
             return (
                 f"[rlm_query error] the child run ended by {result.stopped_by}: {result.error or 'no answer'}"
             )
-        return answer_text(result.answer)
+        return result.answer.text()
 
 
-async def run_windowed(calls: list[Callable[[], Awaitable[str]]], window: int) -> list[str]:
-    """Every call's result, in order, with at most `window` under way at once (`window` workers take
+async def run_bounded(calls: list[Callable[[], Awaitable[str]]], width: int) -> list[str]:
+    """Every call's result, in order, with at most `width` under way at once (`width` workers take
     the next call as they finish one). The workers start one per turn of the event loop, so the first
     requests are on the wire while later ones are still being prepared: started all at once, 1,000
     calls took ~100 ms of preparation before the first request left. If one call raises, the others
@@ -162,7 +179,7 @@ async def run_windowed(calls: list[Callable[[], Awaitable[str]]], window: int) -
 
     workers: list[asyncio.Task[None]] = []
     try:
-        for _ in range(min(window, len(calls))):
+        for _ in range(min(width, len(calls))):
             workers.append(asyncio.ensure_future(worker()))
             await asyncio.sleep(0)
         await asyncio.gather(*workers)
@@ -182,7 +199,3 @@ def as_prompts(value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
         raise RLMError("prompts must be a list of strings")
     return value
-
-
-def answer_text(answer: Any) -> str:
-    return answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False, default=str)

@@ -9,8 +9,9 @@ from __future__ import annotations
 from rlmx.evals.baselines import BASELINES, BaselineSettings
 from rlmx.evals.items import EvalItem, Noise, Score, parse_size, size_label
 from rlmx.evals.oracle import Oracle
+from rlmx.evals.records import METHODS, load_records
 from rlmx.evals.registry import FAMILIES, family, generate_item
-from rlmx.evals.runner import METHODS, EvalConfig, Runner, load_records, run_suite
+from rlmx.evals.runner import EvalConfig, Runner, run_suite
 
 __all__ = [
     "BASELINES",

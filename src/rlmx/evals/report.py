@@ -13,7 +13,7 @@ from typing import Any
 from rlmx.errors import ConfigError
 from rlmx.evals.items import size_label
 from rlmx.evals.paper import PAPER
-from rlmx.evals.runner import METHODS, latest, load_records
+from rlmx.evals.records import METHODS, latest, load_records
 
 COLOURS = {"rlm": "#1f77b4", "direct": "#d62728", "bm25": "#2ca02c", "summary": "#ff7f0e"}
 

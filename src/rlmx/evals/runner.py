@@ -13,17 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from rlmx.errors import ConfigError, RLMError
-from rlmx.evals.baselines import BASELINES, RUNNERS, BaselineSettings, MethodResult
+from rlmx.evals.baselines import RUNNERS, BaselineSettings, MethodResult
 from rlmx.evals.cache import CachedLM, ResponseStore
 from rlmx.evals.items import EvalItem, Noise, size_label
 from rlmx.evals.oracle import Oracle
+from rlmx.evals.records import METHODS, RESULTS, latest, load_records
 from rlmx.evals.registry import check_variant, family, generate_item
+from rlmx.evals.report import write_report
 from rlmx.limits import Limits
 from rlmx.lm.base import LM, context_window_for
 from rlmx.lm.registry import ModelOptions, resolve_model
-
-RESULTS = "results.jsonl"
-METHODS = ("rlm", *BASELINES)
 
 
 @dataclass
@@ -82,31 +81,6 @@ class EvalConfig:
             "baseline": asdict(self.baseline),
             "prices": self.prices,
         }
-
-
-def load_records(out: Path) -> list[dict[str, Any]]:
-    path = out / RESULTS
-    if not path.exists():
-        return []
-    records = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if number < len(lines):
-                raise ConfigError(f"{path}:{number} is not JSON; fix or remove that line") from None
-    return records  # a torn last line (a run killed mid-write) is ignored and redone
-
-
-def latest(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The last record of every (item, method)."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for record in records:
-        out[(record["item_id"], record["method"])] = record
-    return out
 
 
 class Runner:
@@ -243,7 +217,7 @@ class Runner:
         }
 
     async def _run_rlm(self, item: EvalItem, root: LM, sub: LM) -> MethodResult:
-        from rlmx.engine.node import answer_text
+        from rlmx.answer import answer_text
         from rlmx.rlm import RLM
 
         cfg = self.config
@@ -266,7 +240,6 @@ def run_suite(
     config: EvalConfig, *, oracle: Oracle | None = None, log: Callable[[str], None] | None = None
 ) -> list[dict[str, Any]]:
     """Run (or resume) the suite and write the report; returns the records written by this run."""
-    from rlmx.evals.report import write_report
 
     written = asyncio.run(Runner(config, oracle=oracle, log=log).run())
     write_report(config.out)

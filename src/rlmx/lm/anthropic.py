@@ -16,8 +16,8 @@ from typing import Any
 from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.base import CallSettings, LMResponse, Message, Usage, estimate_message_tokens
 from rlmx.lm.openai_compat import check_allowed
+from rlmx.lm.options import ModelOptions
 from rlmx.lm.ratelimit import RateLimiter
-from rlmx.lm.registry import ModelOptions
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries, status_failure
 
 try:

@@ -14,7 +14,7 @@ import openai
 
 from rlmx.errors import ConfigError
 from rlmx.lm.openai_compat import OpenAICompatLM, http_client, with_known_platform
-from rlmx.lm.registry import ModelOptions
+from rlmx.lm.options import ModelOptions
 
 KEY_ENV = "AZURE_OPENAI_API_KEY"
 ENDPOINT_ENV = "AZURE_OPENAI_ENDPOINT"

@@ -15,7 +15,7 @@ from typing import Any
 
 from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.base import CallSettings, LMResponse, Message, Usage
-from rlmx.lm.registry import ModelOptions
+from rlmx.lm.options import ModelOptions
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries
 
 DEMO_ALIAS = "smollm2"

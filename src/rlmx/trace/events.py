@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from rlmx.errors import ConfigError
 from rlmx.lm.base import Usage
-from rlmx.outcomes import AnswerSource, Purpose, StopReason
+from rlmx.outcomes import SUB_CALL_PURPOSES, AnswerSource, Purpose, StopReason
 from rlmx.usage import UsageBook
 
 SCHEMA_VERSION = 1  # the JSONL shape; records only gain fields within a version
@@ -121,7 +122,7 @@ class LMCall(Event):
 
     @property
     def is_sub_call(self) -> bool:
-        return self.purpose in ("llm_query", "fallback")
+        return self.purpose in SUB_CALL_PURPOSES
 
     @property
     def message_texts(self) -> list[tuple[str, str]]:
@@ -359,7 +360,15 @@ def _field_names(cls: type[Event]) -> tuple[str, ...]:
 
 def from_record(record: dict[str, Any]) -> Event:
     """The event a JSON record describes. Fields this version does not know are dropped; a type it does
-    not know becomes `Unknown` with the whole record."""
+    not know becomes `Unknown` with the whole record. A record that cannot be read (a `depth` that is not
+    a number, an unexpected argument) raises `ConfigError` naming it."""
+    try:
+        return _from_record(record)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"not a readable rlmx trace record ({exc}): {str(record)[:200]}") from exc
+
+
+def _from_record(record: dict[str, Any]) -> Event:
     cls = EVENT_TYPES.get(str(record.get("type")))
     if cls is None:
         return Unknown(

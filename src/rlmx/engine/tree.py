@@ -1,5 +1,5 @@
-"""What a whole run tree shares: models, the one ledger, the event stream, settings; and the one
-place where model calls are made and booked."""
+"""`RunTree`: what every RLM of one run's tree shares — its models, the one ledger, the event stream
+and the settings — and the one place where model calls are made and booked (`call_model`)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class Models:
 
 
 @dataclass
-class RunState:
+class RunTree:
     limits: Limits
     models: Models
     ledger: Ledger
@@ -123,14 +123,12 @@ class RunState:
             return None, cap
         if purpose == "root":
             margin = (cap or 0) + estimate_tokens(self.sandbox_settings.output_chars) + FINAL_PROMPT_TOKENS
-            self.ledger.final_reserve_usd = self.estimate_cost(lm, est_input + margin, cap or 0) or 0.0
-        left = self.ledger.cost_left()
-        if final and cap and left is not None and est > left:
+            self.ledger.reserve_for_final(self.estimate_cost(lm, est_input + margin, cap or 0) or 0.0)
+        if final and cap:
             input_cost = self.estimate_cost(lm, est_input, 0) or 0.0
-            per_output_token = (est - input_cost) / cap
-            fits = int((left - input_cost) / per_output_token) if per_output_token > 0 else cap
-            cap = max(MIN_FINAL_OUTPUT_TOKENS, min(cap, fits))
-            est = self.estimate_cost(lm, est_input, cap)
+            fitted = self.ledger.final_output_cap(est, input_cost, cap, floor=MIN_FINAL_OUTPUT_TOKENS)
+            if fitted != cap:
+                cap, est = fitted, self.estimate_cost(lm, est_input, fitted)
         return est, cap
 
     async def call_model(
@@ -256,20 +254,20 @@ def cost_source(usage: Usage, cost: float | None, made: bool) -> str | None:
     return "price" if made else "none"
 
 
-def check_budget_for_first_call(state: RunState, question: str, meta: str, output: Any = None) -> None:
+def check_budget_for_first_call(tree: RunTree, question: str, meta: str, output: Any = None) -> None:
     """Refuse at start (ConfigError) a `max_cost_usd` that cannot pay for the first root turn's
     worst-case estimate plus the final answer kept in reserve: such a run could only stop at once."""
     from rlmx.engine import prompts
 
-    budget = state.limits.max_cost_usd
-    if budget is None or state.pricer is None:
+    budget = tree.limits.max_cost_usd
+    if budget is None or tree.pricer is None:
         return
-    lm = state.models.root
+    lm = tree.models.root
     system = prompts.system_prompt(
         depth=0,
-        limits=state.limits,
-        sub_model=state.models.sub.name,
-        sub_window=state.models.window(state.models.sub),
+        limits=tree.limits,
+        sub_model=tree.models.sub.name,
+        sub_window=tree.models.window(tree.models.sub),
     )
     if output is not None:
         system += "\n\n" + output.prompt()
@@ -278,10 +276,10 @@ def check_budget_for_first_call(state: RunState, question: str, meta: str, outpu
         {"role": "user", "content": f"{meta}\n\nQuestion: {question}"},
     ]
     est_input = estimate_message_tokens(first)
-    cap = state.output_cap() or 0
-    turn = state.estimate_cost(lm, est_input, cap)
-    margin = cap + estimate_tokens(state.sandbox_settings.output_chars) + FINAL_PROMPT_TOKENS
-    reserve = state.estimate_cost(lm, est_input + margin, cap)
+    cap = tree.output_cap() or 0
+    turn = tree.estimate_cost(lm, est_input, cap)
+    margin = cap + estimate_tokens(tree.sandbox_settings.output_chars) + FINAL_PROMPT_TOKENS
+    reserve = tree.estimate_cost(lm, est_input + margin, cap)
     if turn is None or reserve is None or turn + reserve <= budget:
         return
     need = turn + reserve

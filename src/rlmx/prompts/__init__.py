@@ -1,0 +1,23 @@
+"""Prompts are data files (the `.md` files beside this module): `load` reads one, `fill` puts values
+into its `{{name}}` slots. The engine's prompts (`rlmx.engine.prompts`) and typed answers use them."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+
+@cache
+def load(name: str) -> str:
+    """The prompt file `name`, without its leading `<!-- ... -->` header comment."""
+    text = resources.files("rlmx.prompts").joinpath(name).read_text(encoding="utf-8")
+    if text.startswith("<!--"):
+        text = text.split("-->", 1)[1].lstrip("\n")
+    return text
+
+
+def fill(template: str, **values: Any) -> str:
+    for key, value in values.items():
+        template = template.replace("{{" + key + "}}", str(value))
+    return template
