@@ -34,6 +34,7 @@ Purpose = Literal[
     "fallback",  # rlm_query at the depth limit, run as a plain call
     "compaction",  # condensing older turns of the history
     "final",  # the forced final answer after a limit
+    "correction",  # a root turn after its answer failed the output schema
 ]
 PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 SUB_CALL_PURPOSES: tuple[Purpose, ...] = ("llm_query", "fallback")  # calls made by code, not turns

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rlmx.engine.ledger import Ledger
@@ -169,6 +169,7 @@ class RunTree:
         settings = self.settings(
             final=final, max_output_tokens=output_cap, deadline=deadline, on_retry=on_retry
         )
+        settings = replace(settings, purpose=purpose, depth=depth, iteration=iteration)
         response: LMResponse | None = None
         error: str | None = None
         attempts = 1

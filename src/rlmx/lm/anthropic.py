@@ -15,7 +15,7 @@ from typing import Any
 
 from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.base import CallSettings, LMResponse, Message, Usage, estimate_message_tokens
-from rlmx.lm.openai_compat import check_allowed
+from rlmx.lm.openai_compat import call_headers, check_allowed, is_loopback
 from rlmx.lm.options import ModelOptions
 from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries, status_failure
@@ -179,6 +179,8 @@ class AnthropicLM:
             kwargs["temperature"] = settings.temperature
         if settings.timeout_s:
             kwargs["timeout"] = settings.timeout_s
+        if is_loopback(self.base_url or DEFAULT_BASE):
+            kwargs["extra_headers"] = call_headers(settings)
 
         async def once(attempt: int) -> LMResponse:
             reply = await client.messages.create(**kwargs)

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from rlmx.outcomes import Purpose
+
 Message = dict[str, Any]  # {"role": "system"|"user"|"assistant", "content": str}
 
 
@@ -23,6 +25,12 @@ class CallSettings:
     timeout_s: float | None = None
     deadline: float | None = None
     on_retry: RetryNotice | None = field(default=None, compare=False)
+    # what the call is for and where in the tree: set by the engine on every call; test doubles read it
+    # (FunctionLM gets these settings; a loopback endpoint gets them as x-rlmx-* headers); never part of
+    # a cache key, never sent to a remote provider
+    purpose: Purpose | None = None
+    depth: int | None = None
+    iteration: int | None = None
 
 
 @dataclass(frozen=True)

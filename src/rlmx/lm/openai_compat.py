@@ -19,22 +19,49 @@ from rlmx.lm.base import CallSettings, LMResponse, Message, Usage, estimate_mess
 from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries, status_failure
 
-__all__ = ["FORBID_ENV", "OpenAICompatLM", "RetryPolicy", "check_allowed", "reply_text", "usage_of"]
+__all__ = [
+    "FORBID_ENV",
+    "OpenAICompatLM",
+    "RetryPolicy",
+    "call_headers",
+    "check_allowed",
+    "is_loopback",
+    "reply_text",
+    "usage_of",
+]
 
 FORBID_ENV = "RLMX_FORBID_REAL_PROVIDERS"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
+def is_loopback(base_url: str | None) -> bool:
+    """Whether `base_url` names this machine (127.0.0.0/8, localhost, ::1)."""
+    host = urlparse(base_url or DEFAULT_BASE_URL).hostname or ""
+    return host in LOOPBACK or host.startswith("127.")
+
+
 def check_allowed(base_url: str | None) -> None:
     """Under the test-wide switch, only loopback endpoints may be called."""
-    if os.environ.get(FORBID_ENV) != "1":
+    if os.environ.get(FORBID_ENV) != "1" or is_loopback(base_url):
         return
     host = urlparse(base_url or DEFAULT_BASE_URL).hostname or ""
-    if host not in LOOPBACK and not host.startswith("127."):
-        raise RealProviderForbidden(
-            f"{FORBID_ENV}=1 forbids calls to real providers, but this model points at {host}"
-        )
+    raise RealProviderForbidden(
+        f"{FORBID_ENV}=1 forbids calls to real providers, but this model points at {host}"
+    )
+
+
+def call_headers(settings: CallSettings) -> dict[str, str]:
+    """What a call is for, as headers for a loopback test server (`x-rlmx-purpose`, `-depth`,
+    `-iteration`). Only ever sent to loopback endpoints: a remote provider never sees them."""
+    headers: dict[str, str] = {}
+    if settings.purpose is not None:
+        headers["x-rlmx-purpose"] = settings.purpose
+    if settings.depth is not None:
+        headers["x-rlmx-depth"] = str(settings.depth)
+    if settings.iteration is not None:
+        headers["x-rlmx-iteration"] = str(settings.iteration)
+    return headers
 
 
 def classify_openai_error(exc: Exception) -> Failure | None:
@@ -101,6 +128,7 @@ class OpenAICompatLM:
         self.default_headers = default_headers
         self.limiter = limiter
         self._client_factory = client_factory or _default_client
+        self._loopback = is_loopback(base_url)
         if client_factory is None:
             tls_context_for(base_url)  # built here, once per process, rather than inside the first run
             warm_http_backend()
@@ -153,6 +181,8 @@ class OpenAICompatLM:
             body["temperature"] = settings.temperature
         body.update(self.extra_body)
         options: dict[str, Any] = {"timeout": settings.timeout_s} if settings.timeout_s else {}
+        if self._loopback:
+            options["headers"] = call_headers(settings)
         # `client.post` rather than `chat.completions.create`: the latter walks every message through
         # the SDK's TypedDict transform, ~0.15 ms a message on each call (7 ms a turn at 40 messages);
         # our messages are plain JSON already. Same endpoint, auth, headers, retries and errors. The
