@@ -93,10 +93,7 @@ class Config:
         """Limits: `base` (e.g. the embedded model's small defaults), then the config, then the options
         given (None = not given)."""
         values = {**(base or {}), **self.limits, **{k: v for k, v in given.items() if v is not None}}
-        try:
-            return Limits(**values)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
+        return Limits(**values)  # InvalidSettings is a ConfigError
 
     def api_key(self, provider: str) -> str | None:
         settings = self.providers.get(provider, {})

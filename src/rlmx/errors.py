@@ -13,6 +13,12 @@ class ConfigError(RLMError):
     """Bad usage or configuration (unknown provider, missing key, bad file). CLI exit code 2."""
 
 
+class InvalidSettings(ConfigError, ValueError):
+    """A settings object (`Limits`, `HistorySettings`, `SandboxSettings`, `RetryPolicy`, ...) was given a
+    value it cannot take. A `ValueError` too, so callers that catch that keep working; a `ConfigError`,
+    so the CLI reports it in one line with exit 2 without translating it."""
+
+
 class EmptyContext(ConfigError):
     """A context was given but holds no usable text (binary or empty files, nothing matched, empty
     stdin). Refused before any model call unless `allow_empty_context` / `--allow-empty-context`."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlmx.errors import InvalidSettings
+
 MAX_DEPTH_ALLOWED = 8  # each level multiplies calls; deeper trees have shown no gain and cannot be budgeted
 
 
@@ -58,7 +60,7 @@ class Limits:
         ]
         for ok, message in checks:
             if not ok:
-                raise ValueError(f"Limits: {message}")
+                raise InvalidSettings(f"Limits: {message}")
 
     def final_reserve(self) -> float:
         """Seconds at the end of `timeout_s` kept for the forced final answer (0 without a timeout)."""
@@ -80,6 +82,6 @@ class HistorySettings:
 
     def __post_init__(self) -> None:
         if not 0.05 <= self.compact_at <= 1.0:
-            raise ValueError("HistorySettings: compact_at must be between 0.05 and 1.0")
+            raise InvalidSettings("HistorySettings: compact_at must be between 0.05 and 1.0")
         if self.keep_recent_turns < 1:
-            raise ValueError("HistorySettings: keep_recent_turns must be >= 1")
+            raise InvalidSettings("HistorySettings: keep_recent_turns must be >= 1")

@@ -24,12 +24,11 @@ from typing import Any
 
 from rlmx.errors import ConfigError
 from rlmx.lm.base import Usage
+from rlmx.lm.registry import PROVIDERS, provider_of
 
-# rlmx provider prefix -> genai-prices provider id. A name mapping, not prices.
-CATALOG_PROVIDERS: dict[str, str] = {
-    "openai": "openai",
-    "anthropic": "anthropic",
-    "openrouter": "openrouter",
+# genai-prices ids of model-name prefixes rlmx has no provider record for (a caller's own LM may be named
+# "gemini:..."); a registered provider's record (rlmx.lm.providers) says its own `price_id` and `local`.
+CATALOG_ALIASES: dict[str, str] = {
     "google": "google",
     "gemini": "google",
     "vertex": "google",
@@ -40,14 +39,11 @@ CATALOG_PROVIDERS: dict[str, str] = {
     "x-ai": "x-ai",
     "together": "together",
     "fireworks": "fireworks",
-    "azure": "azure",
     "bedrock": "aws",
     "aws": "aws",
     "cohere": "cohere",
     "perplexity": "perplexity",
 }
-# Providers that run on the user's own machine: no per-token price.
-LOCAL_PROVIDERS = frozenset({"ollama", "llamacpp", "local"})
 PER_MILLION = 1_000_000
 
 
@@ -131,8 +127,7 @@ class Pricing:
         price = self.override_for(model)
         if price is not None:
             return price.cost(usage)
-        provider, _ = split_model(model)
-        if provider in LOCAL_PROVIDERS:
+        if runs_locally(model):
             return 0.0
         if not self.catalog or model in self._not_in_catalog:
             return None
@@ -151,17 +146,29 @@ class Pricing:
         """Where this model's price comes from, for messages; None when it has none."""
         if self.override_for(model) is not None:
             return "override"
-        if split_model(model)[0] in LOCAL_PROVIDERS:
+        if runs_locally(model):
             return "local (free)"
         if self.catalog and self(model, Usage(input_tokens=1, output_tokens=1)) is not None:
             return "genai-prices"
         return None
 
 
+def runs_locally(model: str) -> bool:
+    """A model its provider's record marks local (ollama, llamacpp, local): no per-token price."""
+    record = provider_of(model)
+    return record is not None and record.local
+
+
+def catalog_id(provider: str) -> str | None:
+    """The genai-prices provider id of a model-name prefix: its record's, else a known alias."""
+    record = PROVIDERS.get(provider)
+    return record.price_id if record is not None else CATALOG_ALIASES.get(provider)
+
+
 def catalog_cost(model: str, usage: Usage) -> float | None:
     """The genai-prices price of `usage` for a `provider:model` name; None when the catalog lacks it."""
     provider, bare = split_model(model)
-    provider_id = CATALOG_PROVIDERS.get(provider)
+    provider_id = catalog_id(provider)
     if provider_id is None or not bare:
         return None
     try:

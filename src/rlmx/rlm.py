@@ -22,7 +22,7 @@ from rlmx.engine.result import NodeResult
 from rlmx.engine.tree import Models, Pricer, RunTree, check_budget_for_first_call
 from rlmx.errors import ConfigError, RLMError
 from rlmx.limits import HistorySettings, Limits
-from rlmx.lm.base import LM
+from rlmx.lm.base import LM, BaseLM
 from rlmx.lm.cache import ResponseCache, open_cache, with_cache
 from rlmx.lm.registry import ModelOptions, resolve_model
 from rlmx.outcomes import AnswerSource, StopReason
@@ -72,6 +72,10 @@ class RunResult:
         }
 
 
+def _spec_key(spec: Any) -> Any:
+    return spec if spec is None or isinstance(spec, (str, bool, Path)) else id(spec)
+
+
 class UnwaitedExecutor(ThreadPoolExecutor):
     """The default executor of a loop `RLM.run()` owns. Shutting it down never waits for its threads:
     `asyncio.run` would otherwise wait, at its end, for a thread stuck in a call the run abandoned at
@@ -114,10 +118,27 @@ class RLM:
     allow_empty_context: bool = False
 
     def __post_init__(self) -> None:
-        cache = self.cache if isinstance(self.cache, ResponseCache) else open_cache(self.cache)
-        resolved: dict[str, LM] = {}  # one LM object per model string: one concurrency limit per model
+        self._resolve_models()
+        self._sandbox_factory = make_sandbox_factory(self.sandbox)
+        self._warm_up()
 
-        def lm(spec: str | LM) -> LM:
+    def _model_specs(self) -> tuple[Any, ...]:
+        """What the models are made from; assigning any of these after construction takes effect at
+        the next run (strings compare by value, LM objects and settings by identity)."""
+        by_depth = tuple(sorted((int(d), _spec_key(m)) for d, m in self.models_by_depth.items()))
+        return (
+            _spec_key(self.model),
+            _spec_key(self.sub_model),
+            by_depth,
+            id(self.model_options),
+            _spec_key(self.cache),
+        )
+
+    def _resolve_models(self) -> None:
+        cache = self.cache if isinstance(self.cache, ResponseCache) else open_cache(self.cache)
+        resolved: dict[str, BaseLM] = {}  # one LM object per model string: one concurrency limit per model
+
+        def lm(spec: str | LM) -> BaseLM:
             if not isinstance(spec, str):
                 return with_cache(spec, cache)
             if spec not in resolved:
@@ -128,8 +149,7 @@ class RLM:
         sub = lm(self.sub_model) if self.sub_model is not None else root
         by_depth = {int(d): lm(m) for d, m in self.models_by_depth.items()}
         self._models = Models(root=root, sub=sub, by_depth=by_depth)
-        self._sandbox_factory = make_sandbox_factory(self.sandbox)
-        self._warm_up()
+        self._resolved_from = self._model_specs()
 
     def _warm_up(self) -> None:
         """First-use costs paid here rather than inside the first run: the price catalog's import and
@@ -163,10 +183,9 @@ class RLM:
         their loop ends. The next run opens new ones."""
         closed: set[int] = set()
         for lm in (self._models.root, self._models.sub, *self._models.by_depth.values()):
-            close = getattr(lm, "aclose", None)
-            if close is not None and id(lm) not in closed:
+            if id(lm) not in closed:
                 closed.add(id(lm))
-                await close()
+                await lm.aclose()
 
     def _trace_path(self, run_id: str) -> Path | None:
         if self.trace is None or self.trace is False:
@@ -190,6 +209,8 @@ class RLM:
         if not isinstance(question, str) or not question.strip():
             raise ConfigError("the question must be a non-empty string")
         output_spec = OutputSpec.of(output)
+        if self._model_specs() != self._resolved_from:  # rlm.model = ... after construction
+            self._resolve_models()
         ctx = Context.of(context)  # a value, a Context (files, folders), or pathlib paths
         if context is not None and not self.allow_empty_context:
             ctx.check_usable()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from rlmx.commands import options as opt
-from rlmx.errors import ConfigError
+from rlmx.errors import InvalidSettings
 from rlmx.outcomes import EXIT_INTERRUPTED, exit_code
 from rlmx.trace.events import RunStart
 
@@ -69,19 +69,16 @@ def ask(
 
     cfg = load_config(config_file)
     choice = choose_models(model, sub_model, cfg, base_url=base_url)
-    try:
-        limits = cfg.make_limits(
-            choice.limits,
-            max_depth=max_depth,
-            max_iterations=max_iterations,
-            max_llm_calls=max_llm_calls,
-            max_total_tokens=max_total_tokens,
-            max_output_tokens=max_output_tokens,
-            max_cost_usd=max_cost_usd,
-            timeout_s=timeout,
-        )
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
+    limits = cfg.make_limits(
+        choice.limits,
+        max_depth=max_depth,
+        max_iterations=max_iterations,
+        max_llm_calls=max_llm_calls,
+        max_total_tokens=max_total_tokens,
+        max_output_tokens=max_output_tokens,
+        max_cost_usd=max_cost_usd,
+        timeout_s=timeout,
+    )
     sandbox_settings = sandbox_choice(sandbox)
     ctx = context_from_specs(context, include=include, exclude=exclude, gitignore=not no_gitignore)
     if ctx is not None and not allow_empty_context:
@@ -190,8 +187,8 @@ def sandbox_choice(backend: str) -> Any:
 
     try:
         settings = SandboxSettings(backend=backend)
-    except ValueError as exc:
-        raise ConfigError(str(exc).replace("SandboxSettings: ", "--sandbox: ")) from exc
+    except InvalidSettings as exc:  # named after the option the user typed
+        raise InvalidSettings(str(exc).replace("SandboxSettings: ", "--sandbox: ")) from exc
     if backend in SANDBOX_WARNINGS:
         sys.stderr.write(SANDBOX_WARNINGS[backend] + "\n")
     return settings

@@ -117,10 +117,7 @@ def eval_command(
         "max_output_tokens": max_output_tokens,
         "timeout_s": timeout,
     }
-    try:
-        limits = Limits(**{name: value for name, value in given.items() if value is not None})
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
+    limits = Limits(**{name: value for name, value in given.items() if value is not None})
     config = EvalConfig(
         suite=tuple(FAMILIES) if suite.strip().lower() == "all" else _split(suite),
         sizes=tuple(parse_size(s) for s in _split(sizes)),

@@ -17,6 +17,7 @@ from rlmx.engine.subcalls import SubCalls
 from rlmx.engine.tree import RunTree
 from rlmx.errors import BudgetExhausted, ModelError, SandboxError
 from rlmx.outcomes import LimitReason, Purpose, StopReason
+from rlmx.prompts import turn_header
 from rlmx.sandbox.base import ExecResult
 from rlmx.trace.events import (
     ChildEnd,
@@ -61,6 +62,7 @@ class Node:
         self.batch_id = batch_id  # the batch (rlm_query_batched) this child belongs to
         self.output = output  # the typed-answer schema (root only)
         self.rejections = 0
+        self.correcting = False  # the next turn answers the output schema's feedback
         self.depth = depth
         self.question = question
         self.payload = payload
@@ -167,10 +169,11 @@ class Node:
             self.iteration = iteration
             if self.history.needs_compaction():
                 await self._compact()
+            purpose: Purpose = "root" if self.depth == 0 else "child_root"
+            if self.correcting:  # the last answer failed the output schema: this turn corrects it
+                purpose, self.correcting = "correction", False
             try:
-                reply = await self._call(
-                    self.history.for_model(), purpose="root" if self.depth == 0 else "child_root"
-                )
+                reply = await self._call(self.history.for_model(), purpose=purpose)
             except BudgetExhausted as exc:
                 return await self._forced_final(exc.limit)
             except ModelError as exc:
@@ -236,7 +239,7 @@ class Node:
         if not parsed.code_blocks and parsed.final is None:
             parts.append(prompts.NO_CODE)
         left = self.tree.ledger.calls_left()
-        header = f"[turn {self.iteration} of {self.tree.limits.max_iterations} done; model calls left in the run: {left}]"
+        header = turn_header(self.iteration, self.tree.limits.max_iterations, left)
         self.history.append({"role": "user", "content": header + "\n" + "\n\n".join(parts)})
         return None
 
@@ -256,6 +259,7 @@ class Node:
         if self.rejections > self.output.max_retries:
             return answer.refused(self.output.failure(checked, self.rejections))
         parts.append(self.output.feedback(checked, self.output.max_retries - self.rejections + 1))
+        self.correcting = True
         return None
 
     async def _exec(self, code: str) -> ExecResult:

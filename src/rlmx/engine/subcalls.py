@@ -12,7 +12,7 @@ from rlmx.context.metadata import describe
 from rlmx.context.payload import ContextPayload
 from rlmx.engine.result import NodeResult
 from rlmx.errors import RLMError
-from rlmx.lm.base import LM, estimate_tokens
+from rlmx.lm.base import BaseLM, estimate_tokens
 from rlmx.outcomes import Purpose
 from rlmx.trace.events import BatchEnd, BatchStart, Fallback
 
@@ -34,7 +34,7 @@ class SubCalls:
         tree: RunTree,
         *,
         depth: int,
-        sub_lm: LM,
+        sub_lm: BaseLM,
         payload: ContextPayload,
         meta: str,
         spawn: Spawn,
@@ -52,22 +52,21 @@ class SubCalls:
         if self.tree.limits.max_depth == 0:
             raise RLMError(f"{method} is disabled in this run (max_depth=0): no sub-calls are allowed")
         if method == "llm_query":
-            return await self.sub_call(
-                as_prompt(params.get("prompt")), params.get("model"), exec_id, batched=False
-            )
+            return await self.sub_call(as_prompt(params.get("prompt")), params.get("model"), exec_id)
         if method == "llm_query_batched":
             prompts_ = as_prompts(params.get("prompts"))
             model = params.get("model")
             return await self.batch(
                 method,
                 exec_id,
-                [partial(self.sub_call, p, model, exec_id, batched=True) for p in prompts_],
+                [partial(self.sub_call, p, model, exec_id) for p in prompts_],
                 width=self.batch_width(model),
             )
         if method == "rlm_query":
-            return await self.rlm(
-                as_prompt(params.get("prompt")), params.get("context"), exec_id, batched=False
-            )
+            try:
+                return await self.rlm(as_prompt(params.get("prompt")), params.get("context"), exec_id)
+            except ChildFailed as exc:  # a child's own failure is an answer the model can read
+                return item_error(exc)
         if method == "rlm_query_batched":
             prompts_ = as_prompts(params.get("prompts"))
             contexts = params.get("contexts") or [None] * len(prompts_)
@@ -76,10 +75,7 @@ class SubCalls:
             return await self.batch(
                 method,
                 exec_id,
-                [
-                    partial(self.rlm, p, c, exec_id, batched=True)
-                    for p, c in zip(prompts_, contexts, strict=True)
-                ],
+                [partial(self.rlm, p, c, exec_id) for p, c in zip(prompts_, contexts, strict=True)],
                 width=self.batch_width(None),
             )
         raise RLMError(f"unknown REPL request {method!r}")
@@ -88,8 +84,8 @@ class SubCalls:
         """How many calls of a batch are under way at once: twice the model's own concurrency, so a
         call waiting out a retry does not idle a slot, and never all of a 1,000-item batch at once."""
         lm = self.tree.models.named(str(model)) if model else self.sub_lm
-        concurrency = getattr(lm, "concurrency", None)
-        return 2 * concurrency if isinstance(concurrency, int) and concurrency > 0 else DEFAULT_BATCH_WIDTH
+        concurrency = lm.concurrency
+        return 2 * concurrency if concurrency is not None and concurrency > 0 else DEFAULT_BATCH_WIDTH
 
     async def batch(
         self, method: str, exec_id: str, calls: list[Callable[..., Awaitable[str]]], *, width: int
@@ -99,8 +95,17 @@ class SubCalls:
         depth = self.depth
         start = BatchStart(parent_id=exec_id, depth=depth, method=method, n=len(calls))
         batch_id = self.tree.emitter.emit(start).id
-        results = await run_bounded([partial(call, batch_id=batch_id) for call in calls], width)
-        errors = sum(1 for r in results if r.startswith(("[llm_query error]", "[rlm_query error]")))
+        errors = 0
+
+        async def item(call: Callable[..., Awaitable[str]]) -> str:
+            nonlocal errors
+            try:
+                return await call(batch_id=batch_id)
+            except RLMError as exc:  # one item's failure: counted, and the others are kept
+                errors += 1
+                return item_error(exc)
+
+        results = await run_bounded([partial(item, call) for call in calls], width)
         end = BatchEnd(
             parent_id=exec_id, depth=depth, batch_id=batch_id, method=method, n=len(calls), errors=errors
         )
@@ -113,44 +118,37 @@ class SubCalls:
         model: Any,
         parent_id: str,
         *,
-        batched: bool,
         purpose: Purpose = "llm_query",
         batch_id: str | None = None,
     ) -> str:
+        """One plain sub-call; a refusal or failure raises (an `RLMError`)."""
         lm = self.tree.models.named(str(model)) if model else self.sub_lm
         context_window = self.tree.models.window(lm)
-        try:
-            if estimate_tokens(prompt) > context_window:
-                raise RLMError(
-                    f"prompt of about {estimate_tokens(prompt):,} tokens exceeds the window of {lm.name} "
-                    f"(about {context_window:,} tokens); split it into smaller chunks"
-                )
-            response = await self.tree.call_model(
-                lm,
-                [{"role": "user", "content": prompt}],
-                depth=self.depth + 1,
-                parent_id=parent_id,
-                purpose=purpose,
-                batch_id=batch_id,
+        if estimate_tokens(prompt) > context_window:
+            raise RLMError(
+                f"prompt of about {estimate_tokens(prompt):,} tokens exceeds the window of {lm.name} "
+                f"(about {context_window:,} tokens); split it into smaller chunks"
             )
-            return response.text
-        except RLMError as exc:
-            if not batched:
-                raise
-            return f"[llm_query error] {exc}"
+        response = await self.tree.call_model(
+            lm,
+            [{"role": "user", "content": prompt}],
+            depth=self.depth + 1,
+            parent_id=parent_id,
+            purpose=purpose,
+            batch_id=batch_id,
+        )
+        return response.text
 
-    async def rlm(
-        self, prompt: str, context: Any, parent_id: str, *, batched: bool, batch_id: str | None = None
-    ) -> str:
+    async def rlm(self, prompt: str, context: Any, parent_id: str, *, batch_id: str | None = None) -> str:
+        """A child RLM's answer (or, at the depth limit, a plain call's); a child that ends without an
+        answer raises `ChildFailed`."""
         max_depth = self.tree.limits.max_depth
         if self.depth + 1 >= max_depth:
             reason = f"rlm_query at depth {self.depth} with max_depth={max_depth} runs as a plain llm_query"
             self.tree.emitter.emit(Fallback(parent_id=parent_id, depth=self.depth, reason=reason))
             if context is not None:
                 prompt = f"{prompt}\n\nContext:\n{context if isinstance(context, str) else json.dumps(context, default=str)}"
-            return await self.sub_call(
-                prompt, None, parent_id, batched=batched, purpose="fallback", batch_id=batch_id
-            )
+            return await self.sub_call(prompt, None, parent_id, purpose="fallback", batch_id=batch_id)
         if context is None:
             payload, meta = self.payload, self.meta
         else:
@@ -158,10 +156,18 @@ class SubCalls:
         async with self.children:
             result = await self.spawn(prompt, payload, meta, parent_id, batch_id)
         if not result.answer.given:
-            return (
-                f"[rlm_query error] the child run ended by {result.stopped_by}: {result.error or 'no answer'}"
-            )
+            raise ChildFailed(f"the child run ended by {result.stopped_by}: {result.error or 'no answer'}")
         return result.answer.text()
+
+
+class ChildFailed(RLMError):
+    """A child RLM ended without an answer (its stop reason and error in the message)."""
+
+
+def item_error(exc: RLMError) -> str:
+    """What the model's code gets for a failed item of a batch (or a failed child): a string naming
+    the failure, so one item never loses the others."""
+    return f"[{'rlm_query' if isinstance(exc, ChildFailed) else 'llm_query'} error] {exc}"
 
 
 async def run_bounded(calls: list[Callable[[], Awaitable[str]]], width: int) -> list[str]:

@@ -14,6 +14,7 @@ from rlmx.errors import BudgetExhausted, ConfigError, DeadlineExceeded, ModelErr
 from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import (
     LM,
+    BaseLM,
     CallSettings,
     LMResponse,
     Message,
@@ -39,15 +40,15 @@ FINAL_PROMPT_TOKENS = 300  # turn header and forced-final request, on top of the
 class Models:
     """Which model serves which depth: `root` at depth 0, `sub` for sub-calls and child roots."""
 
-    root: LM
-    sub: LM
-    by_depth: dict[int, LM] = field(default_factory=dict)
+    root: BaseLM
+    sub: BaseLM
+    by_depth: dict[int, BaseLM] = field(default_factory=dict)
     windows: dict[str, int] = field(default_factory=dict)
 
-    def for_depth(self, depth: int) -> LM:
+    def for_depth(self, depth: int) -> BaseLM:
         return self.by_depth.get(depth) or (self.root if depth == 0 else self.sub)
 
-    def named(self, name: str) -> LM:
+    def named(self, name: str) -> BaseLM:
         for lm in (self.root, self.sub, *self.by_depth.values()):
             if name in (lm.name, lm.name.split(":", 1)[-1]):
                 return lm

@@ -14,9 +14,11 @@ import os
 from typing import Any
 
 from rlmx.errors import ConfigError, TransientModelError
-from rlmx.lm.base import CallSettings, LMResponse, Message, Usage, estimate_message_tokens
-from rlmx.lm.openai_compat import call_headers, check_allowed, is_loopback
+from rlmx.lm.base import BaseLM, CallSettings, LMResponse, Message, Usage, estimate_message_tokens
+from rlmx.lm.guard import check_endpoint, is_loopback
+from rlmx.lm.openai_compat import call_headers
 from rlmx.lm.options import ModelOptions
+from rlmx.lm.providers import ProviderRecord, built_in
 from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries, status_failure
 
@@ -27,14 +29,13 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
         "the anthropic provider needs the anthropic SDK: pip install 'rlmx[anthropic]'"
     ) from exc
 
-KEY_ENV = "ANTHROPIC_API_KEY"
-BASE_ENV = "ANTHROPIC_BASE_URL"
-DEFAULT_BASE = "https://api.anthropic.com"
+RECORD = built_in("anthropic")  # its key variable, base URL variable and default endpoint
+KEY_ENV, BASE_ENV, DEFAULT_BASE = str(RECORD.key_env), str(RECORD.base_env), str(RECORD.base_url)
 DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; --max-output-tokens overrides it
 EPHEMERAL = {"type": "ephemeral"}
 
 
-def anthropic_model(model: str, options: ModelOptions) -> AnthropicLM:
+def anthropic_model(model: str, options: ModelOptions, record: ProviderRecord | None = None) -> AnthropicLM:
     """The registry's factory for `anthropic:MODEL`."""
     base_url = options.base_url or os.environ.get(BASE_ENV)
     api_key = options.api_key or os.environ.get(KEY_ENV)
@@ -116,8 +117,10 @@ def anthropic_usage(raw: Any) -> Usage:
     )
 
 
-class AnthropicLM:
+class AnthropicLM(BaseLM):
     """A Claude model through the Messages API. One SDK client per event loop; bounded retries."""
+
+    concurrency: int  # always known here: requests in flight per event loop
 
     def __init__(
         self,
@@ -134,7 +137,7 @@ class AnthropicLM:
     ) -> None:
         if concurrency < 1:
             raise ConfigError("concurrency must be >= 1")
-        check_allowed(base_url or DEFAULT_BASE)
+        check_endpoint(base_url or DEFAULT_BASE)
         self.model = model
         self.name = f"anthropic:{model}"
         self.base_url = base_url

@@ -15,14 +15,17 @@ import openai
 from rlmx.errors import ConfigError
 from rlmx.lm.openai_compat import OpenAICompatLM, http_client, with_known_platform
 from rlmx.lm.options import ModelOptions
+from rlmx.lm.providers import ProviderRecord, built_in
 
-KEY_ENV = "AZURE_OPENAI_API_KEY"
-ENDPOINT_ENV = "AZURE_OPENAI_ENDPOINT"
+RECORD = built_in("azure")
+KEY_ENV, ENDPOINT_ENV = str(RECORD.key_env), str(RECORD.base_env)
 VERSION_ENVS = ("AZURE_OPENAI_API_VERSION", "OPENAI_API_VERSION")
 DEFAULT_API_VERSION = "2024-10-21"
 
 
-def azure_model(deployment: str, options: ModelOptions) -> OpenAICompatLM:
+def azure_model(
+    deployment: str, options: ModelOptions, record: ProviderRecord | None = None
+) -> OpenAICompatLM:
     """The registry's factory for `azure:DEPLOYMENT`."""
     endpoint = options.base_url or os.environ.get(ENDPOINT_ENV)
     if not endpoint:

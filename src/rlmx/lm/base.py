@@ -66,6 +66,46 @@ class LM(Protocol):
     async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse: ...
 
 
+class BaseLM:
+    """An LM with its optional capabilities declared, each with a default. The built-in providers
+    subclass it; a plain `LM` (any object with `name` and `complete`) is wrapped by `with_capabilities`,
+    so the engine reads these attributes instead of probing for them."""
+
+    name: str
+    concurrency: int | None = None  # requests in flight it allows (sets a batch's width); None: unknown
+
+    @property
+    def cache_identity(self) -> str:
+        """What makes two instances the same model for the response cache (default: the name)."""
+        return self.name
+
+    async def aclose(self) -> None:
+        """Close connections opened in the running event loop (default: none to close)."""
+        return None
+
+    async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse:
+        raise NotImplementedError
+
+
+class PlainLM(BaseLM):
+    """A caller's `LM` that declares no capabilities: the defaults, around its `complete`."""
+
+    def __init__(self, inner: LM) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def __repr__(self) -> str:
+        return f"PlainLM({self.inner!r})"
+
+    async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse:
+        return await self.inner.complete(messages, settings)
+
+
+def with_capabilities(lm: LM) -> BaseLM:
+    """`lm` itself when it declares its capabilities (a `BaseLM`), else `lm` wrapped with the defaults."""
+    return lm if isinstance(lm, BaseLM) else PlainLM(lm)
+
+
 # Context windows (tokens) of common models, used for history compaction and sub-call checks.
 KNOWN_CONTEXT_WINDOWS: dict[str, int] = {
     "gpt-5": 400_000,

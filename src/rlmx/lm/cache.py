@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sqlite3
 import threading
 import time
@@ -22,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from rlmx.errors import ConfigError
-from rlmx.lm.base import LM, CallSettings, LMResponse, Message
+from rlmx.lm.base import LM, BaseLM, CallSettings, LMResponse, Message, with_capabilities
 from rlmx.paths import response_cache_path
+from rlmx.prompts import VOLATILE_IN_PROMPTS
 
 SCHEMA_VERSION = 1
-VOLATILE = re.compile(r"(model calls left in the run: )\d+")  # engine/node.py's turn header
+VOLATILE = VOLATILE_IN_PROMPTS  # defined beside the turn header the engine writes
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
@@ -37,12 +37,6 @@ CREATE TABLE IF NOT EXISTS responses (
     hits INTEGER NOT NULL DEFAULT 0
 )
 """
-
-
-def identity_of(lm: LM) -> str:
-    """What makes two LM objects the same model: `cache_identity` when the LM has one, else its name."""
-    identity = getattr(lm, "cache_identity", None)
-    return identity if isinstance(identity, str) else lm.name
 
 
 def cache_key(identity: str, messages: list[Message], settings: CallSettings) -> str:
@@ -114,20 +108,24 @@ class ResponseCache:
             self._db.close()
 
 
-class CachedLM:
+class CachedLM(BaseLM):
     """Wraps an LM: answers repeated requests from the cache, stores new successful replies."""
 
-    def __init__(self, inner: LM, cache: ResponseCache) -> None:
+    def __init__(self, inner: BaseLM, cache: ResponseCache) -> None:
         self.inner = inner
         self.cache = cache
         self.name = inner.name
-        self.cache_identity = identity_of(inner)
+        self.concurrency = inner.concurrency
 
     def __repr__(self) -> str:
         return f"CachedLM({self.inner!r}, {self.cache!r})"
 
-    def __getattr__(self, attr: str) -> Any:  # model, base_url, ... of the wrapped LM
-        return getattr(self.inner, attr)
+    @property
+    def cache_identity(self) -> str:
+        return self.inner.cache_identity
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
     async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse:
         key = cache_key(self.cache_identity, messages, settings)
@@ -140,10 +138,12 @@ class CachedLM:
         return response
 
 
-def with_cache(lm: LM, cache: ResponseCache | None) -> LM:
-    if cache is None or isinstance(lm, CachedLM):
-        return lm
-    return CachedLM(lm, cache)
+def with_cache(lm: LM, cache: ResponseCache | None) -> BaseLM:
+    """`lm` with its capabilities declared, answering from `cache` when there is one."""
+    model = with_capabilities(lm)
+    if cache is None or isinstance(model, CachedLM):
+        return model
+    return CachedLM(model, cache)
 
 
 def open_cache(option: str | Path | bool | None) -> ResponseCache | None:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from rlmx.errors import ConfigError, TransientModelError
-from rlmx.lm.base import CallSettings, LMResponse, Message, Usage
+from rlmx.lm.base import BaseLM, CallSettings, LMResponse, Message, Usage
 from rlmx.lm.options import ModelOptions
+from rlmx.lm.providers import ProviderRecord
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries
 
 DEMO_ALIAS = "smollm2"
@@ -58,7 +59,7 @@ def demo_model_available() -> bool:
     return True
 
 
-def local_model(model: str, options: ModelOptions) -> LocalLlamaLM:
+def local_model(model: str, options: ModelOptions, record: ProviderRecord | None = None) -> LocalLlamaLM:
     """The registry's factory for `local:smollm2` and `local:/path/to/file.gguf`."""
     if importlib.util.find_spec("llama_cpp") is None:
         raise ConfigError(f"local:{model} needs llama-cpp-python: {INSTALL_HINT}")
@@ -109,7 +110,7 @@ def classify_local_error(exc: Exception) -> Failure | None:
     return None
 
 
-class LocalLlamaLM:
+class LocalLlamaLM(BaseLM):
     """A GGUF model in this process. Calls run one at a time in a worker thread."""
 
     def __init__(

@@ -14,8 +14,9 @@ from urllib.parse import urlparse
 
 import openai
 
-from rlmx.errors import ConfigError, RealProviderForbidden, TransientModelError
-from rlmx.lm.base import CallSettings, LMResponse, Message, Usage, estimate_message_tokens
+from rlmx.errors import ConfigError, TransientModelError
+from rlmx.lm.base import BaseLM, CallSettings, LMResponse, Message, Usage, estimate_message_tokens
+from rlmx.lm.guard import FORBID_ENV, check_endpoint, is_loopback
 from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries, status_failure
 
@@ -24,31 +25,13 @@ __all__ = [
     "OpenAICompatLM",
     "RetryPolicy",
     "call_headers",
-    "check_allowed",
+    "check_endpoint",
     "is_loopback",
     "reply_text",
     "usage_of",
 ]
 
-FORBID_ENV = "RLMX_FORBID_REAL_PROVIDERS"
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-
-def is_loopback(base_url: str | None) -> bool:
-    """Whether `base_url` names this machine (127.0.0.0/8, localhost, ::1)."""
-    host = urlparse(base_url or DEFAULT_BASE_URL).hostname or ""
-    return host in LOOPBACK or host.startswith("127.")
-
-
-def check_allowed(base_url: str | None) -> None:
-    """Under the test-wide switch, only loopback endpoints may be called."""
-    if os.environ.get(FORBID_ENV) != "1" or is_loopback(base_url):
-        return
-    host = urlparse(base_url or DEFAULT_BASE_URL).hostname or ""
-    raise RealProviderForbidden(
-        f"{FORBID_ENV}=1 forbids calls to real providers, but this model points at {host}"
-    )
 
 
 def call_headers(settings: CallSettings) -> dict[str, str]:
@@ -94,8 +77,10 @@ def transport_failure(exc: Exception) -> Failure:
 ClientFactory = Callable[["OpenAICompatLM"], openai.AsyncOpenAI]
 
 
-class OpenAICompatLM:
+class OpenAICompatLM(BaseLM):
     """A model behind an OpenAI-compatible `/chat/completions` endpoint. One client per event loop."""
+
+    concurrency: int  # always known here: requests in flight per event loop
 
     def __init__(
         self,
@@ -115,7 +100,7 @@ class OpenAICompatLM:
     ) -> None:
         if concurrency < 1:
             raise ConfigError("concurrency must be >= 1")
-        check_allowed(base_url)
+        check_endpoint(base_url or DEFAULT_BASE_URL)
         self.model = model
         self.name = name or f"openai:{model}"
         self.base_url = base_url

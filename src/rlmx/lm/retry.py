@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
-from rlmx.errors import ConfigError, DeadlineExceeded, ModelError, TransientModelError
+from rlmx.errors import DeadlineExceeded, InvalidSettings, ModelError, TransientModelError
 from rlmx.lm.base import LMResponse, RetryNotice
 from rlmx.lm.ratelimit import RateLimiter
 
@@ -37,9 +37,9 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise ConfigError("RetryPolicy: max_attempts must be >= 1")
+            raise InvalidSettings("RetryPolicy: max_attempts must be >= 1")
         if self.base_delay_s < 0 or self.max_delay_s < 0:
-            raise ConfigError("RetryPolicy: delays must be >= 0")
+            raise InvalidSettings("RetryPolicy: delays must be >= 0")
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:

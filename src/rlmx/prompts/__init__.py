@@ -3,6 +3,7 @@ into its `{{name}}` slots. The engine's prompts (`rlmx.engine.prompts`) and type
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -21,3 +22,13 @@ def fill(template: str, **values: Any) -> str:
     for key, value in values.items():
         template = template.replace("{{" + key + "}}", str(value))
     return template
+
+
+# The header of the user message that follows each turn. Its "calls left" counter is run bookkeeping:
+# the response cache masks it (VOLATILE_IN_PROMPTS) so a replayed run hits the cache on every turn.
+CALLS_LEFT = "model calls left in the run: "
+VOLATILE_IN_PROMPTS = re.compile("(" + re.escape(CALLS_LEFT) + r")\d+")
+
+
+def turn_header(turn: int, turns: int, calls_left: int) -> str:
+    return f"[turn {turn} of {turns} done; {CALLS_LEFT}{calls_left}]"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rlmx.context.payload import ContextPayload
+from rlmx.errors import InvalidSettings
 
 # An RPC handler answers the worker's requests (llm_query & co.). It returns a JSON-able result, or
 # raises BudgetExhausted / ModelError, which the worker sees as an exception in the model's code.
@@ -39,15 +40,15 @@ class SandboxSettings:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ValueError(
+            raise InvalidSettings(
                 f"SandboxSettings: unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}"
             )
         for name in ("cell_timeout_s", "start_timeout_s", "output_chars", "cell_cpu_s", "worker_cpu_s"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"SandboxSettings: {name} must be > 0")
+                raise InvalidSettings(f"SandboxSettings: {name} must be > 0")
         for name in ("memory_mb", "max_processes", "max_file_mb", "max_open_files", "scratch_mb"):
             if getattr(self, name) < 16:
-                raise ValueError(f"SandboxSettings: {name} must be >= 16")
+                raise InvalidSettings(f"SandboxSettings: {name} must be >= 16")
 
 
 @dataclass

@@ -123,10 +123,7 @@ class Profile:
             changes[target] = value if current is None else min(current, value)
             if target not in ("max_cost_usd", "timeout_s"):
                 changes[target] = int(changes[target])
-        try:
-            return dataclasses.replace(self.limits, **changes)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
+        return dataclasses.replace(self.limits, **changes)  # InvalidSettings is a ConfigError
 
     def rlm(
         self,
