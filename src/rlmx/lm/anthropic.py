@@ -49,10 +49,7 @@ def anthropic_model(model: str, options: ModelOptions, record: ProviderRecord | 
         model,
         base_url=base_url,
         api_key=api_key,
-        concurrency=options.concurrency,
-        timeout_s=options.timeout_s,
-        retry=options.retry,
-        limiter=options.limiter(),
+        **options.transport(),
         default_max_tokens=int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS,
         prompt_caching=options.extra.get("prompt_caching", "true").lower() not in ("0", "false", "no"),
     )

@@ -57,10 +57,7 @@ def azure_model(
         name=f"azure:{deployment}",
         base_url=endpoint,
         api_key=api_key,
-        concurrency=options.concurrency,
-        timeout_s=options.timeout_s,
-        retry=options.retry,
-        limiter=options.limiter(),
+        **options.transport(),
         max_tokens_param="max_completion_tokens",
         client_factory=client,
     )

@@ -27,10 +27,7 @@ def compatible_model(model: str, options: ModelOptions, record: ProviderRecord) 
         name=f"{record.name}:{model}",
         base_url=base_url,
         api_key=api_key,
-        concurrency=options.concurrency,
-        timeout_s=options.timeout_s,
-        retry=options.retry,
-        limiter=options.limiter(),
+        **options.transport(),
         # compatible servers (llama.cpp, vLLM, ...) know max_tokens; OpenAI's own API prefers the new name
         max_tokens_param=record.settings.get("max_tokens_param", "max_tokens")
         if own_endpoint

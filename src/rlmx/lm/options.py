@@ -4,6 +4,7 @@ registry that names them both import it and neither imports the other."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.retry import RetryPolicy
@@ -26,6 +27,16 @@ class ModelOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
+
+    def transport(self) -> dict[str, Any]:
+        """The keyword arguments every provider's LM takes from these options: concurrency, timeout,
+        retry policy and a fresh rate limiter."""
+        return {
+            "concurrency": self.concurrency,
+            "timeout_s": self.timeout_s,
+            "retry": self.retry,
+            "limiter": self.limiter(),
+        }
 
     def limiter(self) -> RateLimiter | None:
         """A fresh limiter for one model, or None when no per-minute budget is set."""
