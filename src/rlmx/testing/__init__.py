@@ -1,6 +1,16 @@
-"""Test instruments that ship with rlmx: function-backed models and a scripted OpenAI-compatible server.
+"""Test instruments that ship with rlmx: function-backed models, a scripted multi-turn model and a
+scripted OpenAI-compatible server.
 
-    from rlmx.testing import FunctionLM, ScriptedServer, forbid_real_providers
+    from rlmx.testing import FunctionLM, ScriptedModel, ScriptedServer, forbid_real_providers
+
+Test doubles are told what each call is for, never left to guess it from prompt text: a `FunctionLM`'s
+function gets `settings.purpose`, `settings.depth` and `settings.iteration` (`rlmx.lm.base.CallSettings`),
+and a `ScriptedServer` policy gets the same as `request.purpose`, `request.depth` and `request.iteration`
+(`ScriptedRequest`, read from the x-rlmx-* headers rlmx sends to loopback endpoints only). Purposes:
+"root" and "child_root" (an RLM's turn at depth 0 or below), "llm_query" and "fallback" (plain calls
+from model code), "compaction", "final" (the forced final answer after a limit) and "correction" (a
+root turn after a rejected typed answer). `ScriptedModel(root=[...], sub=..., final=...)` is a script
+built on them that serves as either.
 
 `forbid_real_providers()` makes any model pointing at a non-loopback address fail at construction, so a
 test suite can never reach a real provider (and spend money) by accident.
@@ -10,8 +20,9 @@ from __future__ import annotations
 
 import os
 
-from rlmx.lm.openai_compat import FORBID_ENV
+from rlmx.lm.guard import FORBID_ENV
 from rlmx.testing.models import FunctionLM
+from rlmx.testing.scripted import CallInfo, ScriptedCall, ScriptedModel
 from rlmx.testing.server import Fault, Reply, ScriptedRequest, ScriptedServer, random_faults
 
 
@@ -24,9 +35,12 @@ def forbid_real_providers(enabled: bool = True) -> None:
 
 
 __all__ = [
+    "CallInfo",
     "Fault",
     "FunctionLM",
     "Reply",
+    "ScriptedCall",
+    "ScriptedModel",
     "ScriptedRequest",
     "ScriptedServer",
     "forbid_real_providers",

@@ -1,4 +1,5 @@
-"""Test models: an LM made from a plain function, for tests without any HTTP."""
+"""Test models: an LM made from a plain function, for tests without any HTTP (`ScriptedModel`, in
+`rlmx.testing.scripted`, is a ready-made function for it)."""
 
 from __future__ import annotations
 
@@ -17,17 +18,24 @@ ModelFunction = Callable[[list[Message], CallSettings], "str | LMResponse | Awai
 class FunctionLM:
     """An LM whose replies come from `fn(messages, settings)` (sync or async).
 
+    `settings` says what the call is for: `settings.purpose` ("root", "child_root", "llm_query",
+    "fallback", "compaction", "final" for the forced final answer, "correction" for a root turn after a
+    rejected typed answer), `settings.depth` (0: the root RLM; a sub-call is one level below the RLM
+    whose code made it) and `settings.iteration` (that RLM's turn, from 1; None on sub-calls).
+
     Usage is estimated from the text (about 4 characters a token) unless `fn` returns an LMResponse.
-    Every call is recorded in `calls`.
+    Every call is recorded: its messages in `calls`, its settings in `call_settings` (same order).
     """
 
     fn: ModelFunction
     name: str = "function:test"
     latency_s: float = 0.0
     calls: list[list[Message]] = field(default_factory=list)
+    call_settings: list[CallSettings] = field(default_factory=list)
 
     async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse:
         self.calls.append(messages)
+        self.call_settings.append(settings)
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         reply = self.fn(messages, settings)

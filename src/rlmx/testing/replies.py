@@ -1,5 +1,14 @@
 """What the scripted server answers with and records: a policy's `Reply`, an injected `Fault`, the
-`ScriptedRequest` log entry, and `random_faults`, a deterministic fault schedule."""
+`ScriptedRequest` log entry, and `random_faults`, a deterministic fault schedule.
+
+rlmx tells a loopback model endpoint what each call is for, in three headers that a remote provider
+never sees: `x-rlmx-purpose` (a `rlmx.outcomes.Purpose`: "root", "child_root", "llm_query",
+"fallback", "compaction", "final" for the forced final answer after a limit, "correction" for a root
+turn after a rejected typed answer), `x-rlmx-depth` (0 for the root RLM; a sub-call is one level below
+the RLM whose code made it) and `x-rlmx-iteration` (the turn of that RLM, from 1; absent on sub-calls).
+`ScriptedRequest` reads them into `purpose`, `depth` and `iteration`; each is None when the header is
+absent (a request from some other client) or unreadable.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "CALL_HEADERS",
     "FAULT_KINDS",
     "Fault",
     "FaultFn",
@@ -16,9 +26,11 @@ __all__ = [
     "Policy",
     "Reply",
     "ScriptedRequest",
+    "call_fields",
     "random_faults",
 ]
 
+CALL_HEADERS = ("x-rlmx-purpose", "x-rlmx-depth", "x-rlmx-iteration")
 FAULT_KINDS = ("stall", "invalid_json", "empty_choices", "empty_content", "disconnect", "trickle")
 
 
@@ -104,6 +116,27 @@ class ScriptedRequest:
     reply_text: str | None = None
     error: str | None = None  # server-side error: policy exception, bad request, auth
     api: str = "openai"  # "openai" | "anthropic"
+    # what the call is for, from the x-rlmx-* headers rlmx sends to loopback endpoints (None: not sent)
+    purpose: str | None = None  # "root", "child_root", "llm_query", "fallback", "compaction", "final", ...
+    depth: int | None = None  # 0: the root RLM; sub-calls are one level below the RLM that made them
+    iteration: int | None = None  # the RLM's turn, from 1; None on sub-calls
+
+
+def call_fields(headers: dict[str, str]) -> dict[str, Any]:
+    """`purpose`, `depth` and `iteration` of a request from its (lower-cased) x-rlmx-* headers."""
+    purpose = headers.get("x-rlmx-purpose") or None
+    return {
+        "purpose": purpose.strip() if purpose else None,
+        "depth": _int_or_none(headers.get("x-rlmx-depth")),
+        "iteration": _int_or_none(headers.get("x-rlmx-iteration")),
+    }
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 Policy = Callable[[list[dict[str, Any]], ScriptedRequest], "str | Reply"]

@@ -5,11 +5,17 @@ It injects latency and faults per request and logs everything it receives, so a 
 can be tested end to end through its real HTTP client::
 
     def policy(messages, request):
-        return "FINAL(42)" if "answer" in messages[-1]["content"] else "thinking..."
+        if request.purpose == "llm_query":  # rlmx says what each call is for (x-rlmx-* headers)
+            return "a sub-model's reply"
+        return "FINAL(42)" if request.iteration and request.iteration > 1 else "```repl\nprint(1)\n```"
 
     with ScriptedServer(policy, latency=0.05, faults=random_faults(0.1, seed=1)) as srv:
         run_my_pipeline(OpenAI(base_url=srv.url, api_key="x"))
         assert srv.served >= 1 and all(r.error is None for r in srv.requests)
+
+`request.purpose`, `request.depth` and `request.iteration` come from the headers rlmx sends to
+loopback endpoints only (see `rlmx.testing.replies`); they are None for requests from other clients.
+A `ScriptedModel` is a ready-made policy that reads them.
 
 Only the standard library is used. Each connection gets its own thread (keep-alive,
 HTTP/1.1), so latency sleeps overlap and hundreds of concurrent requests are cheap.
@@ -35,6 +41,7 @@ from rlmx.testing.replies import (
     Policy,
     Reply,
     ScriptedRequest,
+    call_fields,
     random_faults,
 )
 
@@ -438,7 +445,9 @@ class ScriptedServer:
 
     def _log(self, path: str, api: str, headers: dict[str, str], t0: float) -> ScriptedRequest:
         with self._lock:
-            req = ScriptedRequest(len(self._requests), path, headers=headers, t_received=t0, api=api)
+            req = ScriptedRequest(
+                len(self._requests), path, headers=headers, t_received=t0, api=api, **call_fields(headers)
+            )
             self._requests.append(req)
             return req
 
