@@ -5,6 +5,11 @@ visible in its prompt, optionally wrong with probability p (a noisy sub-model).
     oracle = Oracle(items, noise=Noise(0.1))
     root, reader = oracle.models_for(item)           # FunctionLMs, no HTTP
     with ScriptedServer(oracle.policy) as srv: ...   # the same behaviour over HTTP
+
+Which of the two answers a call is decided by what the call says it is for (`purpose`, on the
+FunctionLM's settings or the scripted server's request), never by its prompt text: an RLM's turn gets
+the scripted program, the forced final answer after a limit gets FINAL(unknown), and everything else
+(sub-calls, compaction, the baselines' calls, which carry no purpose) gets the reader.
 """
 
 from __future__ import annotations
@@ -15,10 +20,8 @@ from typing import Any
 from rlmx.evals.items import EvalItem, Family, Noise
 from rlmx.evals.prompting import NOTES_BUDGET, NOTES_MARKER
 from rlmx.lm.base import CallSettings, Message
-from rlmx.testing import FunctionLM
-
-ROOT_MARKER = "You are a Recursive Language Model"
-FORCED_FINAL = "The run has reached a limit"
+from rlmx.testing import CallInfo, FunctionLM
+from rlmx.testing.scripted import TURN_PURPOSES
 
 
 def _text(message: Message) -> str:
@@ -48,16 +51,18 @@ class Oracle:
         return max(hits, key=lambda item: len(item.question))
 
     # --- replies ---------------------------------------------------------------------------------------
-    def reply(self, messages: list[Message], item: EvalItem | None = None) -> str:
-        if messages and messages[0].get("role") == "system" and _text(messages[0]).startswith(ROOT_MARKER):
+    def reply(self, messages: list[Message], call: CallInfo, item: EvalItem | None = None) -> str:
+        """The reply to one call; `call` says what it is for (`CallSettings` or a `ScriptedRequest`)."""
+        if call.purpose == "final":
+            return "FINAL(unknown)"
+        if call.purpose in TURN_PURPOSES:
             item = item or self.find(_text(messages[1]))
             return self.root_reply(messages, item)
         prompt = "\n".join(_text(m) for m in messages)
         return self.read(prompt, item or self.find(prompt))
 
     def root_reply(self, messages: list[Message], item: EvalItem) -> str:
-        if FORCED_FINAL in _text(messages[-1]):
-            return "FINAL(unknown)"
+        """The scripted program's next turn: one per reply the RLM has given so far, the last repeating."""
         turns = self.families[item.family].root_turns(item)
         done = sum(1 for m in messages if m.get("role") == "assistant")
         return turns[min(done, len(turns) - 1)]
@@ -86,13 +91,13 @@ class Oracle:
         """A scripted root and an oracle reader bound to one item (no prompt lookup needed)."""
 
         def root(messages: list[Message], settings: CallSettings) -> str:
-            return self.reply(messages, item)
+            return self.reply(messages, settings, item)
 
         def reader(messages: list[Message], settings: CallSettings) -> str:
-            return self.reply(messages, item)
+            return self.reply(messages, settings, item)
 
         return FunctionLM(root, name="oracle:root"), FunctionLM(reader, name="oracle:reader")
 
-    def policy(self, messages: list[dict[str, Any]], request: Any = None) -> str:
+    def policy(self, messages: list[dict[str, Any]], request: CallInfo) -> str:
         """A ScriptedServer policy: finds the item from the question in the prompt."""
-        return self.reply(messages)
+        return self.reply(messages, request)
