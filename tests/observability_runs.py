@@ -6,10 +6,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from policies import is_forced_final, is_root, question, repl, turn
+from policies import is_child, is_forced_final, is_rlm, repl, turn
 from rlmx import RLM, Limits, ModelOptions
 from rlmx.pricing import Price, Pricing
-from rlmx.testing import Reply, ScriptedServer
+from rlmx.testing import CallInfo, Reply, ScriptedServer
 
 SCRIPTED = "openai:scripted"
 # Made-up prices for the scripted model, USD per million tokens (large, so budgets bite quickly).
@@ -32,11 +32,11 @@ def output_tokens_of(body: dict[str, Any]) -> int:
     return min(OUTPUT_TOKENS, int(cap)) if cap else OUTPUT_TOKENS
 
 
-def root_turns(messages: list[dict[str, Any]]) -> str:
-    if is_forced_final(messages):
+def root_turns(messages: list[dict[str, Any]], call: CallInfo) -> str:
+    if is_forced_final(call):
         return "FINAL(forced answer)"
-    q, t = question(messages), turn(messages)
-    if q.startswith("child"):  # a child RLM at depth 1
+    t = turn(messages)
+    if is_child(call):  # a child RLM at depth 1 (asked "child A" or "child B")
         if t == 0:
             return repl(
                 "parts = llm_query_batched(['part one of ' + context[:20], 'part two'])\n"
@@ -53,11 +53,10 @@ def root_turns(messages: list[dict[str, Any]]) -> str:
     return "All collected.\nFINAL_VAR(answers)"
 
 
-def depth2_policy(messages: list[dict[str, Any]], request: Any = None) -> Reply:
+def depth2_policy(messages: list[dict[str, Any]], request: Any) -> Reply:
     """Root and children follow `root_turns`; plain sub-calls answer 'leaf: <prompt start>'."""
-    text = root_turns(messages) if is_root(messages) else "leaf: " + messages[-1]["content"][:30]
-    body = request.body if request is not None else {}
-    return Reply(text, input_tokens=input_tokens_of(messages), output_tokens=output_tokens_of(body))
+    text = root_turns(messages, request) if is_rlm(request) else "leaf: " + messages[-1]["content"][:30]
+    return Reply(text, input_tokens=input_tokens_of(messages), output_tokens=output_tokens_of(request.body))
 
 
 def run_depth2(

@@ -1,17 +1,45 @@
-"""Scripted model behaviour for tests: functions of the messages, as the scripted server calls them."""
+"""Scripted model behaviour for tests: functions of the messages and of the call, as a ScriptedServer
+policy (`policy(messages, request)`) and a FunctionLM (`fn(messages, settings)`) are called.
+
+What kind of call it is comes from the call itself: `purpose`, `depth` and `iteration`, which rlmx sets
+on every call (`CallSettings`; over HTTP the x-rlmx-* headers a `ScriptedRequest` reads). Nothing here
+looks at prompt text to tell a root turn from a child's, a sub-call or the forced final answer;
+`turn`, `question` and `last_user` only read the conversation so far.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-ROOT_MARKER = "You are a Recursive Language Model"
+from rlmx.testing import CallInfo, ScriptedModel
+from rlmx.testing.scripted import SUB_PURPOSES, TURN_PURPOSES
 
 
-def is_root(messages: list[dict[str, Any]]) -> bool:
-    return (
-        bool(messages) and messages[0]["role"] == "system" and messages[0]["content"].startswith(ROOT_MARKER)
-    )
+def is_rlm(call: CallInfo) -> bool:
+    """A call an RLM makes for its own reply, at any depth: its turns and its forced final answer
+    (not a sub-call from its code, not a compaction summary)."""
+    return call.purpose in TURN_PURPOSES or call.purpose == "final"
+
+
+def is_root(call: CallInfo) -> bool:
+    """The root RLM's own call (depth 0): a turn or its forced final answer."""
+    return is_rlm(call) and call.depth == 0
+
+
+def is_child(call: CallInfo) -> bool:
+    """A child RLM's own call (depth 1 or more): a turn or its forced final answer."""
+    return is_rlm(call) and (call.depth or 0) >= 1
+
+
+def is_sub(call: CallInfo) -> bool:
+    """A plain call made by model code: llm_query, or rlm_query falling back at the depth limit."""
+    return call.purpose in SUB_PURPOSES
+
+
+def is_forced_final(call: CallInfo) -> bool:
+    """The one call for an answer after a limit stopped the run."""
+    return call.purpose == "final"
 
 
 def turn(messages: list[dict[str, Any]]) -> int:
@@ -20,16 +48,13 @@ def turn(messages: list[dict[str, Any]]) -> int:
 
 
 def question(messages: list[dict[str, Any]]) -> str:
+    """The question an RLM was asked (the text after "Question:" in its first user message)."""
     match = re.search(r"Question: (.*)", messages[1]["content"], re.DOTALL)
     return match.group(1).strip() if match else ""
 
 
 def last_user(messages: list[dict[str, Any]]) -> str:
     return next(m["content"] for m in reversed(messages) if m["role"] == "user")
-
-
-def is_forced_final(messages: list[dict[str, Any]]) -> bool:
-    return "The run has reached a limit" in last_user(messages)
 
 
 def repl(code: str, prose: str = "") -> str:
@@ -44,20 +69,6 @@ BILLING_WORDS = re.compile(
     re.IGNORECASE,
 )
 NOT_BILLING = re.compile(r"battery charge|charging cable|free[- ]text|credits screen", re.IGNORECASE)
-
-
-def scripted(*turns: str, sub: str = "sub-answer") -> Any:
-    """A root that replays `turns` (the last one repeats; a forced final answer says "forced") and a
-    sub-model that always says `sub`."""
-
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
-            return sub
-        if is_forced_final(messages):
-            return "FINAL(forced)"
-        return turns[min(turn(messages), len(turns) - 1)]
-
-    return policy
 
 
 def classify_ticket(text: str) -> str:
@@ -93,9 +104,10 @@ print(billing_count, "of", len(labels))
 ]
 
 
-def tickets_policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-    if not is_root(messages):
-        return classify_ticket(messages[-1]["content"])
-    if is_forced_final(messages):
-        return "FINAL(unknown)"
-    return TICKETS_TURNS[min(turn(messages), len(TICKETS_TURNS) - 1)]
+TICKETS = ScriptedModel(root=TICKETS_TURNS, sub=classify_ticket, final="FINAL(unknown)")
+
+
+def tickets_policy(messages: list[dict[str, Any]], request: CallInfo) -> str:
+    """The tickets script as a policy or a FunctionLM's function: explores, classifies each ticket of
+    the three users with a sub-call, and answers the count (`TICKETS.reply`: nothing is recorded)."""
+    return TICKETS.reply(messages, request)

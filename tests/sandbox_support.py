@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policies import is_forced_final, is_root, last_user, question, repl
+from policies import is_forced_final, is_rlm, is_root, is_sub, last_user, repl
 from rlmx import RLM, Limits, ModelOptions, RunResult, SandboxSettings
 from rlmx.testing import ScriptedServer
 
@@ -32,17 +32,13 @@ class Outcome:
 
     def said_after(self, n: int = 1) -> str:
         """What the REPL told the model after its n-th turn."""
-        roots = [
-            r
-            for r in self.requests
-            if is_root(r.messages) and question(r.messages) == QUESTION and not is_forced_final(r.messages)
-        ]
+        roots = [r for r in self.requests if is_root(r) and not is_forced_final(r)]
         return last_user(roots[n].messages) if len(roots) > n else ""
 
     @property
     def continued(self) -> bool:
         """The run went on after the attack: the next cell ran in a working REPL."""
-        return any(STILL_HERE in last_user(r.messages) for r in self.requests if is_root(r.messages))
+        return any(STILL_HERE in last_user(r.messages) for r in self.requests if is_rlm(r))
 
 
 def run_scripted(
@@ -64,7 +60,7 @@ def run_scripted(
         result = rlm.run(QUESTION, context)
         requests = list(srv.requests)
     trace = Path(result.trace_path).read_text() if result.trace_path else ""
-    subs = [r.messages[-1]["content"] for r in requests if not is_root(r.messages)]
+    subs = [r.messages[-1]["content"] for r in requests if is_sub(r)]
     return Outcome(result, requests, trace, subs)
 
 

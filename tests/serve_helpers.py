@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policies import is_forced_final, is_root, last_user, question, repl, turn
+from policies import is_forced_final, is_rlm, last_user, question, repl, turn
 
 TOKEN = "test-token-0123456789"
 URL_LINE = re.compile(r"(?:listening on|streamable HTTP on) (http://\S+/(?:v1|mcp))")
@@ -163,10 +163,10 @@ class Router:
         self.pids: list[int] = []
         self.sleeping = threading.Event()
 
-    def __call__(self, messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def __call__(self, messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_rlm(request):
             return f"sub:{len(messages[-1]['content'])}"
-        if is_forced_final(messages):
+        if is_forced_final(request):
             return "FINAL(forced)"
         q, t = question(messages), turn(messages)
         if "say hello" in q:

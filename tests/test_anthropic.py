@@ -111,7 +111,7 @@ def test_the_tickets_example_runs_on_anthropic_with_faults_and_honest_usage(tmp_
     def policy(messages: list[dict[str, Any]], request: Any) -> Reply:
         answer = tickets_policy(messages, request)
         chars = sum(len(m["content"]) for m in messages)
-        cached = chars // 8 if is_root(messages) else 0  # pretend half the root prefix came from the cache
+        cached = chars // 8 if is_root(request) else 0  # pretend half the root prefix came from the cache
         return Reply(answer, input_tokens=chars // 4 + 1, cached_tokens=cached)
 
     faults = random_faults(0.2, seed=5, kinds=("429", "529", "invalid_json"), retry_after=0.01)
@@ -124,7 +124,7 @@ def test_the_tickets_example_runs_on_anthropic_with_faults_and_honest_usage(tmp_
         cache_reads = sum(  # what the server reported as cache_read_input_tokens on delivered replies
             sum(len(m["content"]) for m in r.messages) // 8
             for r in srv.requests
-            if r.status == 200 and r.fault is None and is_root(r.messages)
+            if r.status == 200 and r.fault is None and is_root(r)
         )
     assert result.stopped_by == "final" and result.answer == gold
     assert result.usage["input_tokens"] == served["input_tokens"]

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from attack_cases import ATTACKS, Attack
-from policies import is_forced_final, is_root, last_user, repl, turn
+from policies import is_forced_final, is_rlm, last_user, repl, turn
 from rlmx import RLM, Limits, ModelOptions, SandboxSettings
 from rlmx.testing import ScriptedServer
 from sandbox_support import FOLLOW_UP, QUESTION, Outcome, wait_no_descendants
@@ -164,10 +164,10 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
 def run_attack(host: Host, code: str, settings: SandboxSettings, sub: str, context: Any = "ctx") -> Outcome:
     box: dict[str, str] = {}
 
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_rlm(request):
             return sub
-        if is_forced_final(messages):
+        if is_forced_final(request):
             return "FINAL(forced)"
         return [repl(box["code"]), FOLLOW_UP, "FINAL(done)"][min(turn(messages), 2)]
 
@@ -261,10 +261,10 @@ def test_prompt_injection_in_the_context_cannot_exfiltrate_keys(host: Host) -> N
     context = string.Template(INJECTION).substitute(host.fields("unused"))
     read = "print('---CODE---' + context[context.index('<<<CODE') + 7 : context.index('CODE>>>')])"
 
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_rlm(request):
             return "noted"
-        if is_forced_final(messages):
+        if is_forced_final(request):
             return "FINAL(forced)"
         t = turn(messages)
         if t == 0:

@@ -21,11 +21,11 @@ from observability_runs import (
     output_tokens_of,
     scripted_pricing,
 )
-from policies import is_forced_final, is_root, question, repl, turn
+from policies import is_child, is_forced_final, is_rlm, is_root, is_sub, repl, turn
 from rlmx import RLM, ConfigError, Limits, ModelOptions, SandboxSettings
 from rlmx.engine.tree import BUDGET_OUTPUT_TOKENS
 from rlmx.lm.base import Usage, estimate_message_tokens
-from rlmx.testing import Reply, ScriptedRequest, ScriptedServer
+from rlmx.testing import CallInfo, Reply, ScriptedRequest, ScriptedServer
 from rlmx.trace import Exec
 
 CHILDREN = 6
@@ -36,12 +36,12 @@ def batched_children_policy(inflate: float = 1.0) -> Any:
     """Root: 6 child RLMs in one rlm_query_batched; each child: a 4-prompt llm_query_batched, then FINAL.
     The server reports `inflate` x the input tokens the engine estimates (1.0: never more)."""
 
-    def text_for(messages: list[dict[str, Any]]) -> str:
-        if not is_root(messages):
+    def text_for(messages: list[dict[str, Any]], call: CallInfo) -> str:
+        if not is_rlm(call):
             return "leaf answer"
-        if is_forced_final(messages):
+        if is_forced_final(call):
             return "FINAL(forced answer)"
-        if question(messages).startswith("child"):
+        if is_child(call):  # asked "child N"
             if turn(messages) == 0:
                 return repl(
                     f"parts = llm_query_batched(['piece %d' % i for i in range({LEAVES})])\nprint(parts)"
@@ -53,7 +53,9 @@ def batched_children_policy(inflate: float = 1.0) -> Any:
 
     def policy(messages: list[dict[str, Any]], request: Any) -> Reply:
         tokens_in = int(input_tokens_of(messages) * inflate)
-        return Reply(text_for(messages), input_tokens=tokens_in, output_tokens=output_tokens_of(request.body))
+        return Reply(
+            text_for(messages, request), input_tokens=tokens_in, output_tokens=output_tokens_of(request.body)
+        )
 
     return policy
 
@@ -114,7 +116,7 @@ def test_depth2_batched_children_budget_stops_mid_batch_and_spend_stays_under(tm
     assert result.stopped_by == "max_cost_usd"
     # the forced final answer was kept back, and made
     assert result.answer == "forced answer"
-    assert is_root(requests[-1].messages) and is_forced_final(requests[-1].messages)
+    assert is_root(requests[-1]) and is_forced_final(requests[-1])
     # rlmx's own accounting agrees with the server's log, call for call
     assert result.usage["calls"] == len(served(requests))
     assert result.usage["cost_usd"] == pytest.approx(spent, rel=1e-9)
@@ -132,9 +134,9 @@ def test_depth2_batched_children_budget_stops_mid_batch_and_spend_stays_under(tm
 
 def test_llm_query_batch_is_cut_mid_batch(tmp_path: Path) -> None:
     def policy(messages: list[dict[str, Any]], request: Any) -> Reply:
-        if not is_root(messages):
+        if not is_rlm(request):
             text = "leaf"
-        elif is_forced_final(messages):
+        elif is_forced_final(request):
             text = "FINAL(forced)"
         elif turn(messages) == 0:
             text = repl(
@@ -155,9 +157,9 @@ def test_llm_query_batch_is_cut_mid_batch(tmp_path: Path) -> None:
         result = run(srv, tmp_path, budget, max_depth=1)
         requests = srv.requests
     assert spend(requests) <= budget
-    leaves = [r for r in served(requests) if not is_root(r.messages)]
+    leaves = [r for r in served(requests) if is_sub(r)]
     assert 0 < len(leaves) < 40
-    second_turn = next(r for r in requests if is_root(r.messages) and turn(r.messages) == 1)
+    second_turn = next(r for r in requests if is_root(r) and turn(r.messages) == 1)
     assert f"{40 - len(leaves)} refused" in second_turn.messages[-1]["content"]
     # refused calls give their reservations back, so the root may still afford its next turn
     assert (result.stopped_by, result.answer) in (("final", "done"), ("max_cost_usd", "forced"))

@@ -64,7 +64,7 @@ def test_ask_json_answers_the_tickets_question(tickets_file: tuple[Path, int], t
 
 
 def test_ask_plain_prints_the_answer_and_reads_stdin() -> None:
-    with ScriptedServer(lambda m, r: "FINAL(hello from stdin)" if is_root(m) else "x") as srv:
+    with ScriptedServer(lambda m, r: "FINAL(hello from stdin)" if is_root(r) else "x") as srv:
         proc = rlmx(
             "ask",
             "q",
@@ -85,7 +85,7 @@ def test_ask_plain_prints_the_answer_and_reads_stdin() -> None:
 
 def test_exit_code_3_when_a_limit_stopped_the_run(tmp_path: Path) -> None:
     def policy(messages: list[dict[str, Any]], request: Any) -> str:
-        return "FINAL(partial)" if is_forced_final(messages) else repl(f"print({turn(messages)})")
+        return "FINAL(partial)" if is_forced_final(request) else repl(f"print({turn(messages)})")
 
     with ScriptedServer(policy) as srv:
         proc = rlmx(

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from policies import is_forced_final, is_root, repl, turn
+from policies import repl, turn
 from rlmx.testing import Fault, ScriptedServer
+from sniffing_policies import is_forced_final, is_root
 
 RLMX = [sys.executable, "-m", "rlmx.cli"]
 FAST_RETRIES = "[providers.openai]\nmax_attempts = 3\nretry_base_delay_s = 0.05\nretry_max_delay_s = 0.1\n"

@@ -204,7 +204,7 @@ GOLD = generate()[1]
 
 
 def test_demo_succeeds_and_shows_both_answers_when_the_model_is_wrong(tmp_path: Path) -> None:
-    code, out, err = run_demo(tmp_path, lambda m, r: "FINAL(7)" if is_root(m) else "x")
+    code, out, err = run_demo(tmp_path, lambda m, r: "FINAL(7)" if is_root(r) else "x")
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("question:") and lines[1] == f"gold answer:  {GOLD}"
@@ -223,7 +223,7 @@ def test_demo_says_when_the_model_is_right(tmp_path: Path) -> None:
 
 def test_demo_succeeds_when_a_limit_stopped_the_run_first(tmp_path: Path) -> None:
     def policy(messages: list[dict[str, Any]], request: Any) -> str:
-        return "FINAL(partial)" if is_forced_final(messages) else repl(f"print({turn(messages)})")
+        return "FINAL(partial)" if is_forced_final(request) else repl(f"print({turn(messages)})")
 
     code, out, _ = run_demo(tmp_path, policy, "--max-iterations", "2")
     assert code == 0 and "rlmx answer:  partial" in out
@@ -238,7 +238,7 @@ def test_demo_fails_with_rlmx_s_code_when_rlmx_failed(tmp_path: Path) -> None:
 
 
 def test_demo_with_json_prints_one_object_with_the_gold(tmp_path: Path) -> None:
-    code, out, err = run_demo(tmp_path, lambda m, r: "FINAL(7)" if is_root(m) else "x", "--json")
+    code, out, err = run_demo(tmp_path, lambda m, r: "FINAL(7)" if is_root(r) else "x", "--json")
     assert code == 0 and len(out.splitlines()) == 1
     result = json.loads(out)
     assert result["gold"] == GOLD and result["answer"] == "7" and "gold answer:" in err

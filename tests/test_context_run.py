@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from policies import is_forced_final, is_root, repl, turn
+from policies import is_child, is_forced_final, is_rlm, repl, turn
 from rlmx import RLM, Limits
 from rlmx.context import Context
 from rlmx.context.metadata import describe
@@ -89,12 +89,12 @@ def test_children_share_the_loaded_files_without_reading_them_again(logs: Path) 
     child_meta: list[str] = []
 
     def model(messages: list[dict[str, Any]], settings: Any) -> str:
-        if not is_root(messages):
+        if not is_rlm(settings):
             return "sub"
-        if is_forced_final(messages):
+        if is_forced_final(settings):
             return "FINAL(forced)"
         question = user_text(messages)
-        if "child task" in question:  # the child RLM
+        if is_child(settings):  # the child RLM, asked "child task: ..."
             if turn(messages) == 0:
                 child_meta.append(question)
                 return repl("child_view = context[6]['text'].splitlines()[10]\nprint(len(context))")
@@ -147,8 +147,8 @@ def test_metadata_stays_small_for_huge_contexts() -> None:
 
 
 def test_rlmx_ask_folder_with_globs_and_prefilter(logs: Path, tmp_path: Path) -> None:
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_rlm(request):
             return "sub"
         if turn(messages) == 0:
             return repl("paths = sorted({d['path'] for d in context})\nprint(paths)")

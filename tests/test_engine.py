@@ -9,9 +9,9 @@ from typing import Any
 
 from examples.support_tickets.generate import QUESTION, generate
 
-from policies import is_forced_final, is_root, last_user, question, repl, scripted, tickets_policy, turn
+from policies import is_child, is_forced_final, is_rlm, is_root, is_sub, last_user, repl, tickets_policy, turn
 from rlmx import RLM, HistorySettings, Limits, ModelOptions, SandboxSettings
-from rlmx.testing import ScriptedServer
+from rlmx.testing import ScriptedModel, ScriptedServer
 
 
 def make_rlm(srv: ScriptedServer, **kw: Any) -> RLM:
@@ -27,7 +27,7 @@ def test_tickets_example_is_answered_exactly() -> None:
     text, gold, tickets = generate(seed=0)
     with ScriptedServer(tickets_policy) as srv:
         result = make_rlm(srv).run(QUESTION, text)
-        sub_calls = [r for r in srv.requests if not is_root(r.messages)]
+        sub_calls = [r for r in srv.requests if is_sub(r)]
     assert result.stopped_by == "final", result.error
     assert result.answer == gold
     targets = [t for t in tickets if t.user_id in ("12345", "67890", "11111")]
@@ -37,13 +37,15 @@ def test_tickets_example_is_answered_exactly() -> None:
 
 
 def test_max_depth_0_refuses_sub_calls_in_the_repl() -> None:
-    policy = scripted(
-        repl("try:\n    llm_query('hi')\nexcept Exception as exc:\n    print('refused:', exc)"),
-        "FINAL(done)",
+    policy = ScriptedModel(
+        root=[
+            repl("try:\n    llm_query('hi')\nexcept Exception as exc:\n    print('refused:', exc)"),
+            "FINAL(done)",
+        ]
     )
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv, limits=Limits(max_depth=0)).run("q", "ctx")
-        assert all(is_root(r.messages) for r in srv.requests)
+        assert all(is_root(r) for r in srv.requests)
         second = srv.requests[1].messages
     assert result.answer == "done"
     assert "refused:" in last_user(second) and "max_depth=0" in last_user(second)
@@ -51,10 +53,12 @@ def test_max_depth_0_refuses_sub_calls_in_the_repl() -> None:
 
 
 def test_max_depth_1_rlm_query_falls_back_to_a_plain_call_and_is_recorded() -> None:
-    policy = scripted(repl("r = rlm_query('summarise', context='some text')\nprint(r)"), "FINAL_VAR(r)")
+    policy = ScriptedModel(
+        root=[repl("r = rlm_query('summarise', context='some text')\nprint(r)"), "FINAL_VAR(r)"]
+    )
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv, limits=Limits(max_depth=1)).run("q", "ctx")
-        subs = [r for r in srv.requests if not is_root(r.messages)]
+        subs = [r for r in srv.requests if is_sub(r)]
     assert result.answer == "sub-answer"
     assert len(subs) == 1 and "summarise" in subs[0].messages[0]["content"]
     assert "some text" in subs[0].messages[0]["content"]  # the given context travels with the fallback
@@ -63,11 +67,11 @@ def test_max_depth_1_rlm_query_falls_back_to_a_plain_call_and_is_recorded() -> N
     assert "fall back to plain `llm_query`" in srv.requests[0].messages[0]["content"]
 
 
-def depth2_policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-    if not is_root(messages):
+def depth2_policy(messages: list[dict[str, Any]], request: Any) -> str:
+    if not is_rlm(request):
         return "leaf"
-    q, t = question(messages), turn(messages)
-    if q.startswith("count lines"):  # the child RLM at depth 1
+    t = turn(messages)
+    if is_child(request):  # the child RLMs at depth 1 (asked to "count lines A" and "B")
         if t == 0:
             return repl(
                 "import os\nn = len(context.splitlines())\nprint('secret' in globals(), os.getpid())\n"
@@ -106,12 +110,12 @@ def test_max_depth_2_children_run_their_own_repls() -> None:
 
 
 def test_max_llm_calls_never_exceeded_with_batched_children_and_final_is_made() -> None:
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_rlm(request):
             return "leaf"
-        if is_forced_final(messages):
+        if is_forced_final(request):
             return "FINAL(forced answer)"
-        if question(messages).startswith("child"):
+        if is_child(request):
             return repl("out = llm_query_batched(['a', 'b', 'c', 'd', 'e'])\nprint(out)")
         return repl("res = rlm_query_batched(['child %d' % i for i in range(8)])\nprint(res)")
 
@@ -121,15 +125,17 @@ def test_max_llm_calls_never_exceeded_with_batched_children_and_final_is_made() 
     assert len(requests) <= 12
     assert result.stopped_by == "max_llm_calls"
     assert result.answer == "forced answer"
-    assert is_forced_final(requests[-1].messages) and is_root(requests[-1].messages)
+    assert is_forced_final(requests[-1]) and is_root(requests[-1])
     assert result.usage["calls"] == len(requests)
 
 
 def test_budget_exhausted_raises_in_the_repl_for_a_single_call() -> None:
-    policy = scripted(
-        repl(
-            "try:\n    for i in range(10):\n        llm_query(str(i))\nexcept Exception as exc:\n    print(type(exc).__name__, exc)"
-        ),
+    policy = ScriptedModel(
+        root=[
+            repl(
+                "try:\n    for i in range(10):\n        llm_query(str(i))\nexcept Exception as exc:\n    print(type(exc).__name__, exc)"
+            )
+        ]
     )
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv, limits=Limits(max_llm_calls=5)).run("q", "ctx")
@@ -140,9 +146,11 @@ def test_budget_exhausted_raises_in_the_repl_for_a_single_call() -> None:
 
 
 def test_final_inside_a_string_or_prose_does_not_terminate() -> None:
-    policy = scripted(
-        repl('s = "FINAL(42)"\nprint(s)\n# FINAL(43)') + "\nI will write FINAL(x) when done.\n",
-        "FINAL(real answer)",
+    policy = ScriptedModel(
+        root=[
+            repl('s = "FINAL(42)"\nprint(s)\n# FINAL(43)') + "\nI will write FINAL(x) when done.\n",
+            "FINAL(real answer)",
+        ]
     )
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv).run("q", "ctx")
@@ -151,7 +159,7 @@ def test_final_inside_a_string_or_prose_does_not_terminate() -> None:
 
 
 def test_final_line_after_code_runs_the_code_first() -> None:
-    policy = scripted(repl("total = sum(range(10))") + "\nFINAL_VAR(total)\n")
+    policy = ScriptedModel(root=[repl("total = sum(range(10))") + "\nFINAL_VAR(total)\n"])
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv).run("q", "ctx")
     assert result.answer == 45 and result.iterations == 1
@@ -171,7 +179,7 @@ def test_code_errors_go_back_to_the_model_and_the_run_goes_on() -> None:
 
 
 def test_a_final_after_failing_code_is_not_accepted() -> None:
-    policy = scripted(repl("y = undefined_name") + "\nFINAL_VAR(y)\n", "FINAL(second try)")
+    policy = ScriptedModel(root=[repl("y = undefined_name") + "\nFINAL_VAR(y)\n", "FINAL(second try)"])
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv).run("q", "ctx")
         feedback = last_user(srv.requests[1].messages)
@@ -180,7 +188,7 @@ def test_a_final_after_failing_code_is_not_accepted() -> None:
 
 
 def test_long_output_is_truncated_with_a_marker() -> None:
-    policy = scripted(repl("print('H' * 30000 + 'T' * 20000)"), "FINAL(ok)")
+    policy = ScriptedModel(root=[repl("print('H' * 30000 + 'T' * 20000)"), "FINAL(ok)"])
     with ScriptedServer(policy) as srv:
         make_rlm(srv).run("q", "ctx")
         out = last_user(srv.requests[1].messages)
@@ -190,7 +198,7 @@ def test_long_output_is_truncated_with_a_marker() -> None:
 
 
 def test_output_limit_is_configurable() -> None:
-    policy = scripted(repl("print('x' * 5000)"), "FINAL(ok)")
+    policy = ScriptedModel(root=[repl("print('x' * 5000)"), "FINAL(ok)"])
     with ScriptedServer(policy) as srv:
         make_rlm(srv, sandbox=SandboxSettings(output_chars=1000)).run("q", "ctx")
         out = last_user(srv.requests[1].messages)
@@ -198,8 +206,8 @@ def test_output_limit_is_configurable() -> None:
 
 
 def test_history_is_compacted_on_a_long_run_and_the_repl_keeps_everything() -> None:
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if messages[0]["content"].startswith("You condense"):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if request.purpose == "compaction":
             return "summary: printed blocks so far"
         t = turn(messages)
         if t < 8:
@@ -212,7 +220,7 @@ def test_history_is_compacted_on_a_long_run_and_the_repl_keeps_everything() -> N
     settings = HistorySettings(context_window=4000, compact_at=0.6, keep_recent_turns=2)
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv, history=settings).run("q", "ctx")
-        root_sizes = [sum(len(m["content"]) for m in r.messages) for r in srv.requests if is_root(r.messages)]
+        root_sizes = [sum(len(m["content"]) for m in r.messages) for r in srv.requests if is_root(r)]
     recs = records(result.trace_path)
     assert any(r["type"] == "compaction" for r in recs)
     compactions = [r for r in recs if r["type"] == "lm_call" and r["purpose"] == "compaction"]
@@ -225,10 +233,12 @@ def test_history_is_compacted_on_a_long_run_and_the_repl_keeps_everything() -> N
 
 
 def trace_size(context: str) -> int:
-    policy = scripted(
-        repl("print(len(context))\nprint(peek(0, 100))"),
-        repl("hits = grep('needle')\nprint(hits)"),
-        "FINAL(done)",
+    policy = ScriptedModel(
+        root=[
+            repl("print(len(context))\nprint(peek(0, 100))"),
+            repl("hits = grep('needle')\nprint(hits)"),
+            "FINAL(done)",
+        ]
     )
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv).run("q", context)
@@ -259,7 +269,7 @@ def test_cell_timeout_restarts_the_repl_and_the_run_goes_on() -> None:
 
 
 def test_a_cell_that_kills_its_worker_is_recovered() -> None:
-    policy = scripted(repl("import os\nos._exit(3)"), repl("print(len(context))"), "FINAL(ok)")
+    policy = ScriptedModel(root=[repl("import os\nos._exit(3)"), repl("print(len(context))"), "FINAL(ok)"])
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv).run("q", "abcd")
         assert "REPL process died" in last_user(srv.requests[1].messages)
@@ -268,7 +278,7 @@ def test_a_cell_that_kills_its_worker_is_recovered() -> None:
 
 
 def test_max_iterations_forces_a_final_answer() -> None:
-    policy = scripted(repl("print(1)"))
+    policy = ScriptedModel(root=[repl("print(1)")])
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv, limits=Limits(max_iterations=3)).run("q", "ctx")
         assert len(srv.requests) == 4
@@ -276,7 +286,7 @@ def test_max_iterations_forces_a_final_answer() -> None:
 
 
 def test_total_timeout_stops_the_run_with_a_final_answer() -> None:
-    policy = scripted(repl("import time\nwhile True:\n    time.sleep(0.05)"))
+    policy = ScriptedModel(root=[repl("import time\nwhile True:\n    time.sleep(0.05)")])
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv, limits=Limits(timeout_s=1.5)).run("q", "ctx")
     assert result.stopped_by == "timeout" and result.answer == "forced"
@@ -286,7 +296,9 @@ def test_total_timeout_stops_the_run_with_a_final_answer() -> None:
 def test_provider_failure_is_loud_not_an_answer() -> None:
     from rlmx.testing import Fault
 
-    with ScriptedServer(scripted("FINAL(x)"), faults=lambda req: Fault.status(401, message="bad key")) as srv:
+    with ScriptedServer(
+        ScriptedModel(root=["FINAL(x)"]), faults=lambda req: Fault.status(401, message="bad key")
+    ) as srv:
         result = make_rlm(srv).run("q", "ctx")
     assert result.stopped_by == "error" and result.answer is None
     assert result.error is not None and "401" in result.error

@@ -15,7 +15,7 @@ import genai_prices
 import pytest
 
 from observability_runs import SCRIPTED, SCRIPTED_PRICE, depth2_policy, input_tokens_of, output_tokens_of
-from policies import is_root
+from policies import is_sub
 from rlmx import RLM, ConfigError, LMResponse, ModelOptions, Usage
 from rlmx.lm.anthropic import anthropic_usage
 from rlmx.pricing import Price, Pricing, parse_price_spec, price_from_config
@@ -210,7 +210,7 @@ def test_cli_refuses_a_budget_it_cannot_enforce_and_runs_when_told_or_priced(tmp
     )
     out = json.loads(priced.stdout)
     assert out["usage"]["cost_usd"] == pytest.approx(expected, rel=1e-9)
-    assert out["usage"]["calls"] == len(requests) and any(not is_root(r.messages) for r in requests)
+    assert out["usage"]["calls"] == len(requests) and any(is_sub(r) for r in requests)
     assert set(out["usage"]) >= {"cached_tokens", "by_depth", "wall_time_s"}
 
 

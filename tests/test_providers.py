@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from policies import is_root, question, repl, turn
+from policies import is_child, is_rlm, question, repl, turn
 from rlmx import RLM, CallSettings, Limits, ModelOptions, register_provider, resolve_model
 from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.anthropic import AnthropicLM
@@ -182,9 +182,9 @@ def test_every_registered_provider_documents_itself() -> None:
 
 def test_models_by_depth_pick_the_model_of_each_depth() -> None:
     def policy(messages: list[dict[str, Any]], request: Any) -> str:
-        if not is_root(messages):
+        if not is_rlm(request):
             return "leaf"
-        if question(messages).startswith("child"):
+        if is_child(request):  # asked "child task"
             return repl("x = llm_query('deepest')") if turn(messages) == 0 else "FINAL_VAR(x)"
         return repl("y = rlm_query('child task')") if turn(messages) == 0 else "FINAL_VAR(y)"
 
@@ -200,7 +200,7 @@ def test_models_by_depth_pick_the_model_of_each_depth() -> None:
         result = machine.run("q", "ctx")
         by_model: dict[str, list[str]] = {}
         for r in srv.requests:
-            kind = "leaf" if not is_root(r.messages) else question(r.messages)
+            kind = "leaf" if not is_rlm(r) else question(r.messages)
             by_model.setdefault(r.model, []).append(kind)
     assert result.answer == "leaf"
     assert by_model == {

@@ -9,7 +9,7 @@ from typing import Any
 
 from examples.support_tickets.generate import QUESTION, generate
 
-from policies import is_forced_final, is_root, repl, tickets_policy, turn
+from policies import is_forced_final, is_rlm, is_sub, repl, tickets_policy, turn
 from rlmx import RLM, CallSettings, Limits, ModelOptions
 from rlmx.errors import ModelError
 from rlmx.lm.openai_compat import OpenAICompatLM
@@ -131,7 +131,7 @@ def fail_marked(request: Any) -> Fault | None:
 
 def test_a_batch_keeps_what_it_got_when_one_item_fails_for_good() -> None:
     def policy(messages: list[dict[str, Any]], request: Any) -> str:
-        if not is_root(messages):
+        if not is_rlm(request):
             return "sub-" + messages[-1]["content"]
         if turn(messages) == 0:
             return repl("labels = llm_query_batched(['a', 'b', 'FAIL', 'd'])\nprint(labels)")
@@ -176,21 +176,21 @@ def test_a_root_call_that_keeps_failing_ends_the_run_with_an_error_not_a_crash()
 
 def test_concurrency_per_model_is_bounded() -> None:
     def policy(messages: list[dict[str, Any]], request: Any) -> str:
-        if not is_root(messages):
+        if not is_rlm(request):
             return "leaf"
-        if is_forced_final(messages):
+        if is_forced_final(request):
             return "FINAL(x)"
         if turn(messages) == 0:
             return repl("r = llm_query_batched(['p%d' % i for i in range(8)])\nprint(len(r))")
         return "FINAL_VAR(r)"
 
     def latency(request: Any) -> float:
-        return 0.15 if request.messages and request.messages[0]["role"] == "user" else 0.0
+        return 0.15 if is_sub(request) else 0.0
 
     with ScriptedServer(policy, latency=latency) as srv:
         options = ModelOptions(base_url=srv.url, concurrency=2, retry=FAST)
         result = RLM("openai:scripted", model_options=options, trace=False).run("q", "ctx")
-        subs = [r for r in srv.requests if not is_root(r.messages)]
+        subs = [r for r in srv.requests if is_sub(r)]
     assert result.answer == ["leaf"] * 8
     events = sorted([(r.t_received, 1) for r in subs] + [(r.t_replied or 0.0, -1) for r in subs])
     in_flight = peak = 0
@@ -211,7 +211,7 @@ def test_the_same_model_string_is_one_model_with_one_limit() -> None:
 
 def test_limits_still_count_logical_calls_under_retries() -> None:
     def policy(messages: list[dict[str, Any]], request: Any) -> str:
-        if is_forced_final(messages):
+        if is_forced_final(request):
             return "FINAL(stopped)"
         return repl(f"print({turn(messages)})")
 

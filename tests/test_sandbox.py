@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from policies import is_root, last_user, question, repl, scripted, turn
+from policies import is_child, is_rlm, last_user, question, repl, turn
 from rlmx import Limits, SandboxSettings
 from rlmx.context.payload import ContextPayload
 from rlmx.sandbox.isolation import SIMULATE_ENV
 from rlmx.sandbox.pool import worker_env
 from rlmx.sandbox.process import ProcessSandboxes
 from rlmx.sandbox.rootfs import python_paths
-from rlmx.testing import ScriptedServer
+from rlmx.testing import ScriptedModel, ScriptedServer
 from sandbox_support import FOLLOW_UP, descendants, records, run_scripted, wait_no_descendants
 
 REPORT = r"""
@@ -48,8 +48,8 @@ def report(outcome: Any, n: int = 1) -> dict[str, Any]:
 def test_the_default_worker_is_unprivileged_alone_and_limited() -> None:
     host_view: dict[str, Any] = {}
 
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_rlm(request):
             return "sub-ok"
         if turn(messages) == 0:
             return repl(REPORT)
@@ -100,7 +100,7 @@ for path in ['/usr/x', '/etc/x', '/x', {str(Path.cwd() / "src" / "x")!r}]:
 import json
 print(len(json.dumps({{'python': 'works'}})))
 """
-    out = run_scripted(scripted(repl(code), FOLLOW_UP, "FINAL(done)"))
+    out = run_scripted(ScriptedModel(root=[repl(code), FOLLOW_UP, "FINAL(done)"]))
     said = out.said_after(1)
     assert f"{secret} False" in said and "/etc/shadow False" in said and "/home False" in said
     assert "WROTE" not in said and said.count("refused") == 4
@@ -119,12 +119,14 @@ except OSError as exc:
     print('stopped', exc.errno)
 """
     out = run_scripted(
-        scripted(
-            repl(code_fill),
-            repl("import os\nprint(sorted(os.listdir('/tmp')))"),
-            repl("import os\nos._exit(1)"),
-            repl("import os\nprint('after', sorted(os.listdir('/tmp')))"),
-            "FINAL(done)",
+        ScriptedModel(
+            root=[
+                repl(code_fill),
+                repl("import os\nprint(sorted(os.listdir('/tmp')))"),
+                repl("import os\nos._exit(1)"),
+                repl("import os\nprint('after', sorted(os.listdir('/tmp')))"),
+                "FINAL(done)",
+            ]
         ),
         sandbox=SandboxSettings(scratch_mb=16, max_file_mb=512),
         limits=Limits(max_iterations=6),
@@ -138,7 +140,9 @@ except OSError as exc:
 
 def test_a_cell_over_its_cpu_time_is_stopped_and_the_repl_keeps_its_variables() -> None:
     out = run_scripted(
-        scripted(repl("kept = 41\nwhile True:\n    pass"), repl("print('kept', kept + 1)"), "FINAL(done)"),
+        ScriptedModel(
+            root=[repl("kept = 41\nwhile True:\n    pass"), repl("print('kept', kept + 1)"), "FINAL(done)"]
+        ),
         sandbox=SandboxSettings(cell_cpu_s=1, cell_timeout_s=60),
     )
     assert "CPUTimeExceeded" in out.said_after(1) and "restarted" not in out.said_after(1)
@@ -151,10 +155,12 @@ SPIN += "threading.Thread(target=spin, daemon=True).start()\n"
 
 def test_threads_still_burning_cpu_after_the_cpu_limit_get_the_repl_restarted() -> None:
     out = run_scripted(
-        scripted(
-            repl(SPIN + "while True:\n    time.sleep(0.01)"),
-            repl("print('kept' in globals())"),
-            "FINAL(done)",
+        ScriptedModel(
+            root=[
+                repl(SPIN + "while True:\n    time.sleep(0.01)"),
+                repl("print('kept' in globals())"),
+                "FINAL(done)",
+            ]
         ),
         sandbox=SandboxSettings(cell_cpu_s=1, cell_timeout_s=60),
     )
@@ -202,7 +208,7 @@ print('forked' if pid else 'child-copy')
 if pid:
     os.waitpid(pid, 0)
 """
-    out = run_scripted(scripted(repl(code), FOLLOW_UP, "FINAL(done)"))
+    out = run_scripted(ScriptedModel(root=[repl(code), FOLLOW_UP, "FINAL(done)"]))
     said = out.said_after(1)
     assert "pool [1, 2, 3]" in said and "forked" in said
     assert out.result.stopped_by == "final" and out.continued
@@ -215,10 +221,10 @@ def test_children_fork_from_the_zygote_and_a_new_value_is_all_a_child_gets() -> 
         "n = len(context)"
     )
 
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_rlm(request):
             return "leaf"
-        if question(messages).startswith("child"):
+        if is_child(request):  # asked "child same" or "child slice"
             return repl(check) if turn(messages) == 0 else "FINAL_VAR(n)"
         if turn(messages) == 0:
             return repl(
@@ -245,11 +251,11 @@ os.write(1, f'{me}:fd\\n'.encode())
 subprocess.run(['echo', f'{me}:sub'])
 """
 
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_rlm(request):
             return "leaf"
         q = question(messages)
-        if q.startswith("child"):
+        if is_child(request):  # asked "child cNN"
             if turn(messages) == 0:
                 return repl(f"question_id = {q.split()[1]!r}\n" + child_code)
             return "FINAL(ok)"
@@ -262,7 +268,7 @@ subprocess.run(['echo', f'{me}:sub'])
     assert out.result.answer == ["ok"] * 16
     outputs: dict[str, str] = {}
     for r in out.requests:
-        if is_root(r.messages) and question(r.messages).startswith("child") and turn(r.messages) == 1:
+        if is_child(r) and turn(r.messages) == 1:
             outputs[question(r.messages).split()[1]] = last_user(r.messages)
     assert sorted(outputs) == [f"c{i:02d}" for i in range(16)]
     for me, text in outputs.items():
@@ -274,7 +280,7 @@ subprocess.run(['echo', f'{me}:sub'])
 
 def test_the_default_refuses_where_it_cannot_isolate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(SIMULATE_ENV, "unavailable")
-    out = run_scripted(scripted(repl("print('cell-' + 'ran')"), "FINAL(done)"))
+    out = run_scripted(ScriptedModel(root=[repl("print('cell-' + 'ran')"), "FINAL(done)"]))
     error = out.result.error or ""
     assert out.result.stopped_by == "error" and "\n" not in error
     assert "cannot isolate model code here" in error and "--sandbox process-unisolated" in error
@@ -290,7 +296,7 @@ def test_reduced_isolation_is_explicit_and_recorded(monkeypatch: pytest.MonkeyPa
     code = "import os, resource\nprint('ENV', sorted(os.environ))\nprint('CWD', os.getcwd())\n"
     code += "print('NOFILE', resource.getrlimit(resource.RLIMIT_NOFILE))"
     settings = SandboxSettings(backend="process-unisolated", max_open_files=77)
-    out = run_scripted(scripted(repl(code), "FINAL(done)"), sandbox=settings)
+    out = run_scripted(ScriptedModel(root=[repl(code), "FINAL(done)"]), sandbox=settings)
     assert out.result.stopped_by == "final"
     said = out.said_after(1)
     assert "tok-unisolated-secret" not in out.bodies and "RLMX_TEST_SECRET_TOKEN" not in said
@@ -313,7 +319,7 @@ print('NESTED', subprocess.run(['unshare', '-r', 'true']).returncode)
 print('SHELL-CAPS', subprocess.run(['grep', 'CapEff', '/proc/self/status'], capture_output=True, text=True).stdout)
 """
     )
-    out = run_scripted(scripted(repl(code), "FINAL(done)"))
+    out = run_scripted(ScriptedModel(root=[repl(code), "FINAL(done)"]))
     seen = report(out)
     said = out.said_after(1)
     assert seen["uid"] == 0 and int(seen["cap_eff"], 16) == 0 and int(seen["cap_bnd"], 16) == 0
@@ -322,11 +328,11 @@ print('SHELL-CAPS', subprocess.run(['grep', 'CapEff', '/proc/self/status'], capt
 
 
 def test_local_backend_runs_in_process_and_parallel_children_keep_their_output() -> None:
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_rlm(request):
             return "leaf"
         q = question(messages)
-        if q.startswith("child"):
+        if is_child(request):  # asked "child tN"
             if turn(messages) == 0:
                 tag = q.split()[1]
                 return repl(f"import time\nfor j in range(50):\n    print('{tag}', j)\n    time.sleep(0.001)")
@@ -344,7 +350,7 @@ def test_local_backend_runs_in_process_and_parallel_children_keep_their_output()
     assert out.result.answer == ["ok"] * 4
     assert "TimeoutError" in out.said_after(2) and f"keep 5 {os.getpid()}" in out.said_after(3)
     for r in out.requests:
-        if is_root(r.messages) and question(r.messages).startswith("child") and turn(r.messages) == 1:
+        if is_child(r) and turn(r.messages) == 1:
             tag = question(r.messages).split()[1]
             assert set(re.findall(r"\b(t\d) \d+", last_user(r.messages))) == {tag}
     assert SandboxSettings().backend == "process"  # never the default
@@ -455,7 +461,7 @@ def test_cli_sandbox_option(tmp_path: Path) -> None:
         cmd += ["--no-trace", "--quiet", *extra]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
-    policy = scripted(repl("import os\nprint(os.getuid())"), "FINAL(done)")
+    policy = ScriptedModel(root=[repl("import os\nprint(os.getuid())"), "FINAL(done)"])
     with ScriptedServer(policy) as srv:
         bad = ask("--sandbox", "docker", url=srv.url)
         unisolated = ask("--sandbox", "process-unisolated", url=srv.url)
@@ -528,7 +534,7 @@ def test_a_run_that_needs_no_repl_does_not_wait_for_its_start_and_leaves_nothing
         await real_start(self)
 
     monkeypatch.setattr(pool.WorkerPool, "_start", start)
-    outcome = run_scripted(scripted("FINAL(done)"))
+    outcome = run_scripted(ScriptedModel(root=["FINAL(done)"]))
     assert outcome.result.answer == "done" and outcome.result.stopped_by == "final"
     assert started == [1]  # the zygote was started, and never finished starting
     assert wait_no_descendants(os.getpid()) == set()

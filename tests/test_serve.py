@@ -131,7 +131,7 @@ def test_long_message_parts_become_context_the_root_model_never_sees(
     ]
     completion = client(serve).chat.completions.create(model="rlmx/scripted", messages=messages)
     assert json.loads(completion.choices[0].message.content) == {"single": len(BIG)}  # one part: a str
-    root_requests = [r for r in model_server.requests if is_root(r.messages)]
+    root_requests = [r for r in model_server.requests if is_root(r)]
     assert root_requests and all(BIG[:2000] not in json.dumps(r.messages) for r in root_requests)
     assert (
         "[system] You are terse." in root_requests[0].messages[1]["content"]

@@ -18,7 +18,7 @@ from typing import Any
 import openai
 import pytest
 
-from policies import is_root
+from policies import is_rlm
 from rlmx.errors import ConfigError, EmptyContext, SandboxUnavailable
 from rlmx.rlm import RunResult
 from rlmx.serve.app import create_app
@@ -285,7 +285,7 @@ def test_runs_are_traced_in_the_servers_own_folder(
 def test_paths_with_no_usable_text_are_a_400_before_any_model_call(
     serve: ServeProcess, model_server: ScriptedServer, paths: list[str], why: str
 ) -> None:
-    before = len([r for r in model_server.requests if is_root(r.messages)])
+    before = len([r for r in model_server.requests if is_rlm(r)])
     with pytest.raises(openai.BadRequestError) as info:
         ask(serve.url, "list the documents", extra_body={"rlmx": {"paths": paths}})
     body: Any = info.value.body
@@ -294,7 +294,7 @@ def test_paths_with_no_usable_text_are_a_400_before_any_model_call(
         body["message"]
         == f"the context ({', '.join(paths)}) holds no usable text: {why}; name files with text in them"
     )
-    assert len([r for r in model_server.requests if is_root(r.messages)]) == before
+    assert len([r for r in model_server.requests if is_rlm(r)]) == before
     with_text = ask(serve.url, "list the documents", extra_body={"rlmx": {"paths": [*paths, "notes.txt"]}})
     assert 10 in json.loads(with_text.choices[0].message.content).values()  # one file with text is enough
 

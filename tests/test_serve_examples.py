@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from policies import is_forced_final, is_root, question, repl, turn
+from policies import is_forced_final, is_rlm, question, repl, turn
 from rlmx.testing import ScriptedServer
 from serve_helpers import TOKEN, rlmx_serve
 
@@ -45,11 +45,11 @@ report = '\n'.join(d['path'] + ': ' + s for d, s in zip(context, summaries))
 """
 
 
-def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
+def policy(messages: list[dict[str, Any]], request: Any) -> str:
     """A model that really does the work in the REPL: counts timeouts per service, or summarises each log."""
-    if not is_root(messages):
+    if not is_rlm(request):
         return f"{messages[-1]['content'].count('service=')} entries"
-    if is_forced_final(messages):
+    if is_forced_final(request):
         return "FINAL(forced)"
     typed = "## Answer format" in messages[0]["content"]
     if "Summarise each log file" in question(messages):

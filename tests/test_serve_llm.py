@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from policies import is_forced_final, is_root, question, repl, turn
+from policies import is_forced_final, is_rlm, is_root, question, repl, turn
 from rlmx.testing import ScriptedServer
 from serve_helpers import TOKEN, ServeProcess, rlmx_serve
 
@@ -70,11 +70,11 @@ def llm_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return exe
 
 
-def tickets_policy(messages: list[dict[str, Any]], request: Any = None) -> str:
+def tickets_policy(messages: list[dict[str, Any]], request: Any) -> str:
     """The root counts refund tickets in its REPL context and reports what the context was."""
-    if not is_root(messages):
+    if not is_rlm(request):
         return "sub"
-    if is_forced_final(messages) or question(messages) != QUESTION:
+    if is_forced_final(request) or question(messages) != QUESTION:
         return "FINAL(unexpected question)"
     if turn(messages) == 0:
         return repl(
@@ -143,7 +143,7 @@ def test_llm_sends_the_file_as_context_and_the_prompt_as_the_question(
     assert done.returncode == 0, done.stderr
     context = text.rstrip("\n")  # the line breaks before the question are not part of the context
     assert done.stdout.strip() == f"80 of 240 tickets; context str {len(context)}"
-    roots = [r for r in model_server.requests if is_root(r.messages)]
+    roots = [r for r in model_server.requests if is_root(r)]
     assert roots and all(question(r.messages) == QUESTION for r in roots)
     prompt = json.dumps([r.messages for r in roots])
     assert (

@@ -10,7 +10,7 @@ import pytest
 
 import rlmx.trace
 from observability_runs import depth2_policy, run_depth2
-from policies import is_root, repl, turn
+from policies import is_rlm, repl, turn
 from rlmx import RLM, ConfigError, Limits, ModelOptions
 from rlmx.testing import ScriptedServer
 from rlmx.trace import EVENT_TYPES, Cell, Exec, Fallback, LMCall, RunStart
@@ -130,8 +130,8 @@ def test_a_torn_last_line_is_dropped_and_a_bad_line_is_reported(
 def test_trace_full_keeps_whole_texts_and_the_default_caps_them(tmp_path: Path) -> None:
     long_prompt = "x" * 3_000 + "MIDDLE" + "y" * 3_000
 
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_rlm(request):
             return "z" * 5_000
         return repl(f"r = llm_query({long_prompt!r})") if turn(messages) == 0 else "FINAL(done)"
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from policies import is_forced_final, is_root, last_user, repl, turn
+from policies import is_child, is_rlm, last_user, repl, turn
 from rlmx import RLM, Limits, ModelOptions
 from rlmx.errors import ConfigError
-from rlmx.testing import ScriptedServer
+from rlmx.testing import ScriptedModel, ScriptedServer
 from rlmx.typed import OutputSpec
 
 
@@ -29,15 +29,9 @@ def make_rlm(srv: ScriptedServer, **kw: Any) -> RLM:
     return RLM("openai:scripted", model_options=ModelOptions(base_url=srv.url), **kw)
 
 
-def replay(*turns: str):
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
-            return "sub"
-        if is_forced_final(messages):
-            return "FINAL(forced)"
-        return turns[min(turn(messages), len(turns) - 1)]
-
-    return policy
+def replay(*turns: str) -> ScriptedModel:
+    """The root replays `turns` (the last repeats); sub-calls say "sub", the forced final FINAL(forced)."""
+    return ScriptedModel(root=turns, sub="sub", final="FINAL(forced)")
 
 
 def records(path: str | None) -> list[dict[str, Any]]:
@@ -108,10 +102,10 @@ def test_json_schema_dict_and_final_called_in_code() -> None:
 
 
 def test_children_answer_freely_only_the_root_is_checked() -> None:
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_rlm(request):
             return "leaf"
-        if "sub task" in messages[1]["content"]:
+        if is_child(request):  # asked "sub task"
             return "FINAL(plain words from the child)"
         if turn(messages) == 0:
             return repl("r = rlm_query('sub task', context='abc')\nprint(r)")
@@ -119,7 +113,7 @@ def test_children_answer_freely_only_the_root_is_checked() -> None:
 
     with ScriptedServer(policy) as srv:
         result = make_rlm(srv, limits=Limits(max_depth=2)).run("q", "ctx", output=Tally)
-        child_system = next(r.messages[0]["content"] for r in srv.requests if "sub task" in str(r.messages))
+        child_system = next(r.messages[0]["content"] for r in srv.requests if is_child(r))
     assert result.stopped_by == "final" and result.parsed == Tally(label="child said words", count=1)
     assert "## Answer format" not in child_system
 

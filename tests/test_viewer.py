@@ -13,6 +13,7 @@ import pytest
 
 import rlmx.trace
 from observability_runs import depth2_policy, run_depth2
+from policies import is_rlm
 from rlmx.testing import ScriptedServer
 from rlmx.trace import Exec
 from rlmx.view import render_html, report_data
@@ -80,7 +81,7 @@ def test_tree_nests_children_under_their_batch_and_costs_add_up(trace_path: Path
 def test_trace_text_cannot_break_out_of_the_page(tmp_path: Path) -> None:
     def policy(messages: list[dict[str, Any]], request: Any) -> Any:
         reply = depth2_policy(messages, request)
-        if not messages[0]["content"].startswith("You are a Recursive"):
+        if not is_rlm(request):  # every plain sub-call answers with markup
             reply.text = HOSTILE
         return reply
 

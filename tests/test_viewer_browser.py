@@ -17,6 +17,7 @@ import pytest
 
 import rlmx.trace
 from observability_runs import depth2_policy, run_depth2
+from policies import is_rlm
 from rlmx.testing import ScriptedServer
 from rlmx.view import report_data, write_report
 
@@ -44,7 +45,7 @@ def missing_browser() -> str | None:
 
 def hostile_policy(messages: list[dict[str, Any]], request: Any) -> Any:
     reply = depth2_policy(messages, request)
-    if not messages[0]["content"].startswith("You are a Recursive"):
+    if not is_rlm(request):
         reply.text = HOSTILE  # every plain sub-call answers with markup
     return reply
 
