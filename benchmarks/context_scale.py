@@ -149,20 +149,20 @@ def depth3_memory(root: Path) -> dict[str, Any]:
     started = time.monotonic()
 
     def model(messages: list[dict[str, Any]], settings: Any) -> str:
-        system, user = str(messages[0]["content"]), str(messages[1]["content"])
-        if not system.startswith("You are a Recursive Language Model"):
+        if settings.purpose not in ("root", "child_root", "correction", "final"):  # a sub-call
             return "sub"
+        user = str(messages[1]["content"])
         turns = sum(1 for m in messages if m["role"] == "assistant")
         if "first_call_s" not in found:
             found["first_call_s"] = time.monotonic() - started
             found["meta"] = user
-        if "level three" in user:
+        if settings.depth == 2:  # the grandchild, asked "level three"
             if turns == 0:
                 return "```repl\nhits = grep('quota exceeded')\nprint(len(hits), len(context))\n```"
             found["pss"], found["procs"] = pss_tree(os.getpid())
             found["grandchild_output"] = str(messages[-1]["content"])
             return "FINAL(bottom)"
-        if "level two" in user:
+        if settings.depth == 1:  # the child, asked "level two"
             return "```repl\nr = rlm_query('level three')\n```" if turns == 0 else "FINAL_VAR(r)"
         return "```repl\nr = rlm_query('level two')\n```" if turns == 0 else "FINAL_VAR(r)"
 

@@ -7,7 +7,9 @@ The same scenario is scripted three ways:
 - ``dspy`` (``dspy.RLM``): ChatAdapter fields ``[[ ## reasoning ## ]]`` / ``[[ ## code ## ]]``; ends with
   ``SUBMIT(answer=...)``. Its turn number is the ``iteration`` input field, not an assistant message count.
 
-In every framework a root request starts with a system message and a sub-call is a lone user message.
+rlmx says what each call is for (`request.purpose`, from the x-rlmx-* headers it sends to a loopback
+server); the other frameworks say nothing, so for them a root request is told apart by its shape: it
+starts with a system message, where a sub-call is a lone user message.
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ TICKET_PROMPT = (
 )
 
 
-def is_root(messages: Messages) -> bool:
-    return bool(messages) and messages[0]["role"] == "system"
+def is_root(messages: Messages, request: Any) -> bool:
+    """A turn of the run's RLM (its forced final answer included) rather than a sub-call."""
+    purpose = getattr(request, "purpose", None)
+    if purpose is not None:  # rlmx
+        return purpose in ("root", "child_root", "correction", "final")
+    return bool(messages) and messages[0]["role"] == "system"  # the peers: by the request's shape
 
 
 def turn_of(framework: str, messages: Messages) -> int:
@@ -63,7 +69,7 @@ def scripted(framework: str, turns: list[str], sub: Callable[[str], str]) -> Pol
     """Root replays `turns` (the last repeats); a sub-call is answered by `sub(prompt)`."""
 
     def policy(messages: Messages, request: Any = None) -> str:
-        if not is_root(messages):
+        if not is_root(messages, request):
             return sub(messages[-1]["content"])
         return turns[min(turn_of(framework, messages), len(turns) - 1)]
 

@@ -38,12 +38,14 @@ class Served:
 
 def lognormal_latency(spec: dict[str, Any]) -> tuple[Any, dict[int, float]]:
     """Log-normal latencies, deterministic per request content: (latency function, drawn values)."""
+    from benchmarks.policies import is_root
+
     drawn: dict[int, float] = {}
     seed, sigma, scale = spec.get("seed", 0), spec.get("sigma", 0.7), spec.get("scale", 1.0)
 
     def latency(request: Any) -> float:
         messages = request.messages
-        root = bool(messages) and messages[0]["role"] == "system"
+        root = is_root(messages, request)
         key = zlib.crc32(f"{seed}:{len(messages)}:{messages[-1]['content'] if messages else ''}".encode())
         median = spec["root_median"] if root else spec["sub_median"]
         value = random.Random(key).lognormvariate(math.log(median), sigma) * scale
@@ -55,7 +57,7 @@ def lognormal_latency(spec: dict[str, Any]) -> tuple[Any, dict[int, float]]:
 
 def serve(spec: dict[str, Any]) -> None:
     sys.path.insert(0, str(ROOT))
-    from benchmarks.policies import make_policy
+    from benchmarks.policies import is_root, make_policy
     from rlmx.testing import ScriptedServer
 
     policy = make_policy(spec["framework"], spec["scenario"], **spec.get("params", {}))
@@ -77,7 +79,7 @@ def serve(spec: dict[str, Any]) -> None:
                 rows = [
                     {
                         "index": r.index,
-                        "root": bool(r.messages) and r.messages[0]["role"] == "system",
+                        "root": is_root(r.messages, r),
                         "t_received": r.t_received,
                         "t_replied": r.t_replied or 0.0,
                         "latency": drawn.get(r.index, latency if isinstance(latency, float) else 0.0),

@@ -27,15 +27,15 @@ import openai
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from policies import is_root, repl, turn  # noqa: E402
+from policies import is_rlm, repl, turn  # noqa: E402
 from rlmx import RLM, ModelOptions  # noqa: E402
 from rlmx.testing import ScriptedServer, forbid_real_providers  # noqa: E402
 
 TOKEN = "bench-token-0123456789"
 
 
-def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-    if not is_root(messages):
+def policy(messages: list[dict[str, Any]], request: Any) -> str:
+    if not is_rlm(request):
         return "sub"
     if "two turns" in messages[1]["content"] and turn(messages) == 0:
         return repl("x = llm_query('hi')")

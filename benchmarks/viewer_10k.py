@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import tempfile
 import time
@@ -30,7 +29,6 @@ from rlmx.view import write_report
 CHROMIUM = os.environ.get("RLMX_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run"]  # fmt: skip
-ROOT_MARK = "You are a Recursive Language Model"
 PER_BATCH = 2_500
 CHILDREN = 20
 
@@ -40,12 +38,10 @@ def model(batches: int) -> FunctionLM:
     Children: one batch of 8 sub-calls, then FINAL. Sub-calls: a short answer about their chunk."""
 
     def reply(messages: list[Message], settings: CallSettings) -> str:
-        first = str(messages[0].get("content", ""))
-        if not first.startswith(ROOT_MARK):
+        if settings.purpose not in ("root", "child_root", "correction", "final"):  # a sub-call
             return f"summary of {str(messages[-1]['content'])[:40]!r}: nothing unusual, 3 items counted"
         turn = sum(1 for m in messages if m["role"] == "assistant")
-        question = re.search(r"Question: (.*)", str(messages[1]["content"]))
-        if question and question.group(1).startswith("child"):
+        if settings.depth == 1:  # a child RLM, asked "child N: check section"
             if turn == 0:
                 return "```repl\nparts = llm_query_batched(['detail %d of ' % i + context[:200] for i in range(8)])\n```"
             return "FINAL_VAR(parts)"
