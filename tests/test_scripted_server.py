@@ -15,6 +15,9 @@ import openai
 import pytest
 from openai import OpenAI
 
+from rlmx import RLM, Limits, ModelOptions
+from rlmx.lm.base import CallSettings
+from rlmx.testing import ScriptedModel
 from rlmx.testing.server import Fault, Reply, ScriptedRequest, ScriptedServer, random_faults
 
 MESSAGES: list[Any] = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "say hello"}]
@@ -448,3 +451,89 @@ def test_auth_token_enforced() -> None:
         )
         assert [q.status for q in srv.requests] == [401, 200, 401, 200, 401]
         assert srv.served == 2
+
+
+# -- what a call is for: the x-rlmx-* headers, and ScriptedModel ------------------------------------
+
+
+def test_request_reads_purpose_depth_and_iteration_from_the_rlmx_headers() -> None:
+    with ScriptedServer(echo) as srv:
+        chat(srv.url)  # another client: nothing said
+        headers = {"x-rlmx-purpose": "child_root", "x-rlmx-depth": "1", "x-rlmx-iteration": "3"}
+        httpx.post(f"{srv.url}/chat/completions", json={"model": "m", "messages": MESSAGES}, headers=headers)
+        headers = {"x-rlmx-purpose": "llm_query", "x-rlmx-depth": "deep", "x-rlmx-iteration": ""}
+        httpx.post(f"{srv.url}/chat/completions", json={"model": "m", "messages": MESSAGES}, headers=headers)
+        log = srv.requests
+    assert [(r.purpose, r.depth, r.iteration) for r in log] == [
+        (None, None, None),
+        ("child_root", 1, 3),
+        ("llm_query", None, None),  # an unreadable number is None, not a guess
+    ]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_the_same_script_sees_the_same_calls_over_http_as_in_process(provider: str) -> None:
+    fence = "`" * 3
+
+    def script() -> ScriptedModel:
+        return ScriptedModel(
+            root=[f"{fence}repl\nr = rlm_query('child?')\n{fence}", "FINAL_VAR(r)"],
+            child=[f"{fence}repl\nx = llm_query('leaf?')\n{fence}", "FINAL_VAR(x)"],
+            sub="leaf answer",
+        )
+
+    in_process = script()
+    local = RLM(in_process.lm(), trace=False, limits=Limits(max_depth=2)).run("q", "ctx")
+    over_http = script()
+    with ScriptedServer(over_http) as srv:
+        url = srv.url if provider == "openai" else srv.base_url
+        options = ModelOptions(base_url=url, api_key="k")
+        remote = RLM(f"{provider}:scripted", model_options=options, trace=False, limits=Limits(max_depth=2))
+        result = remote.run("q", "ctx")
+        log = srv.requests
+    expected = [
+        ("root", 0, 1),
+        ("child_root", 1, 1),
+        ("llm_query", 2, None),
+        ("child_root", 1, 2),
+        ("root", 0, 2),
+    ]
+    assert local.answer == result.answer == "leaf answer"
+    assert [(c.purpose, c.depth, c.iteration) for c in in_process.calls] == expected
+    assert [(c.purpose, c.depth, c.iteration) for c in over_http.calls] == expected
+    assert [(r.purpose, r.depth, r.iteration) for r in log] == expected
+
+
+def test_scripted_model_plays_its_turns_and_answers_every_purpose() -> None:
+    def call(purpose: str | None, depth: int | None = 0, iteration: int | None = None) -> Any:
+        return CallSettings(purpose=purpose, depth=depth, iteration=iteration)  # type: ignore[arg-type]
+
+    def count_words(messages: list[dict[str, Any]], info: Any) -> str:
+        return f"FINAL({len(messages[-1]['content'].split())} words at depth {info.depth})"
+
+    model = ScriptedModel(root=["first", count_words], sub=lambda prompt: prompt[::-1], final="FINAL(late)")
+    said = [{"role": "user", "content": "two words"}]
+    assert model(said, call("root", iteration=1)) == "first"
+    assert model(said, call("root", iteration=2)) == "FINAL(2 words at depth 0)"
+    assert model(said, call("root", iteration=9)) == "FINAL(2 words at depth 0)"  # the last one repeats
+    assert model(said, call("correction", iteration=1)) == "first"  # a correction is a root turn
+    assert model(said, call("child_root", 1, iteration=1)) == "first"  # no `child`: the root's turns
+    assert model(said, call("final", 1, iteration=4)) == "FINAL(late)"
+    assert model(said, call("llm_query", 1)) == model(said, call("fallback", 1)) == "sdrow owt"
+    assert model(said, call(None, None)) == "sdrow owt"  # a call that does not say: a plain one
+    assert model(said, call("compaction", iteration=3)) == model.compaction
+    history = [*said, {"role": "assistant", "content": "first"}, {"role": "user", "content": "out"}]
+    assert model(history, call("root", iteration=None)) == "FINAL(1 words at depth 0)"  # counted
+    assert len(model.calls) == 11 and model.calls[0].prompt == "two words"
+    assert model.purposes[:2] == [("root", 0), ("root", 0)] and model.calls[-1].reply.startswith("FINAL(1")
+    assert model.reply(said, call("root", iteration=1)) == "first" and len(model.calls) == 11  # unrecorded
+    with pytest.raises(ValueError, match="no reply for a call with purpose 'mystery'"):
+        model(said, call("mystery"))
+    with pytest.raises(ValueError, match="root must be a non-empty sequence"):
+        ScriptedModel(root=[])
+    with pytest.raises(ValueError, match="root must be a non-empty sequence"):
+        ScriptedModel(root="FINAL(1)")
+    child = ScriptedModel(root=["root turn"], child=["child turn", "child again"])
+    assert child(said, call("child_root", 1, 1)) == "child turn"
+    assert child(said, call("child_root", 2, 5)) == "child again"
+    assert child(said, call("root", 0, 5)) == "root turn"
