@@ -7,23 +7,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import ssl
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from policies import is_root, repl, turn
+from policies import is_rlm, repl, turn
 from rlmx import RLM, ModelOptions
 from rlmx.context.payload import ContextPayload
 from rlmx.lm.base import CallSettings
 from rlmx.lm.openai_compat import (
-    PROXY_ENVS,
     ClientShards,
     OpenAICompatLM,
     _default_client,
-    no_tls_expected_context,
-    shared_ssl_context,
 )
 from rlmx.testing import ScriptedServer
 
@@ -43,31 +37,6 @@ def test_a_model_request_carries_exactly_the_body_and_auth_it_should() -> None:
         "temperature": 0.2,
         "top_k": 5,
     }
-
-
-def test_every_client_shares_one_tls_context_and_plain_http_loads_no_ca_store(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for name in PROXY_ENVS:
-        monkeypatch.delenv(name, raising=False)
-    a = OpenAICompatLM("a", base_url="https://127.0.0.1:9/v1")
-    b = OpenAICompatLM("b", base_url="https://localhost:9/v1")
-    local = OpenAICompatLM("c", base_url="http://127.0.0.1:9/v1")
-    assert shared_ssl_context() is shared_ssl_context()
-    for lm in (a, b):
-        assert _pool_of(lm)._ssl_context is shared_ssl_context()
-    plain = _pool_of(local)._ssl_context
-    assert plain is no_tls_expected_context() and plain is not shared_ssl_context()
-    assert plain.verify_mode == ssl.CERT_REQUIRED and plain.check_hostname  # TLS there fails, never passes
-    assert plain.get_ca_certs() == [] and shared_ssl_context().get_ca_certs()
-    monkeypatch.setenv("HTTP_PROXY", "https://proxy.example:3128")  # TLS to a proxy: the real CA store
-    assert (
-        _pool_of(OpenAICompatLM("d", base_url="http://127.0.0.2:9/v1"))._ssl_context is shared_ssl_context()
-    )
-
-
-def _pool_of(lm: OpenAICompatLM) -> Any:
-    return lm._client_factory(lm)._client._transport._pool  # type: ignore[attr-defined]
 
 
 def test_clients_are_closed_in_their_own_loop() -> None:
@@ -102,8 +71,8 @@ def test_clients_are_closed_in_their_own_loop() -> None:
         assert closed == [True, True, True]
 
 
-def context_probe(messages: list[dict[str, Any]], request: Any = None) -> str:
-    if not is_root(messages):
+def context_probe(messages: list[dict[str, Any]], request: Any) -> str:
+    if not is_rlm(request):
         return "sub"
     if turn(messages) < 3:
         return repl("import hashlib\nprint(len(context), hashlib.sha256(context.encode()).hexdigest())")
@@ -292,17 +261,3 @@ def test_a_wide_batch_stays_within_its_clients_and_all_are_closed() -> None:
 
         assert asyncio.run(batch()) == ["fine"] * 40
     assert 1 <= len(made) <= 4 and all(c.is_closed() for c in made)
-
-
-def test_the_sdk_s_platform_header_is_worked_out_once_not_on_each_client_s_first_request() -> None:
-    from openai._base_client import get_platform
-
-    from rlmx.lm.openai_compat import sdk_platform
-
-    with ScriptedServer(lambda m, r: "fine") as srv:
-        lm = OpenAICompatLM("m", base_url=srv.url)
-        client = lm._client_factory(lm)
-        assert client._platform is sdk_platform()  # given before any request: no thread hop for it
-        asyncio.run(lm.complete([{"role": "user", "content": "q"}], CallSettings()))
-        (request,) = srv.requests
-    assert request.headers["x-stainless-os"] == str(get_platform())  # the header the SDK would send
