@@ -1,25 +1,37 @@
 """The names model-written code sees in its REPL, put together in one place.
 
 The worker (`rlmx.sandbox.worker`) loads the context, speaks to the host and runs the cells;
-`ReplNamespace` is what those cells run in: the context (`context`, `ctx`), the tools over it (`peek`,
-`grep`, `partition`, `search`, `count_tokens`, `Match`), the host's four sub-calls (the worker's own
-methods, passed in as they are), `history`, and `SHOW_VARS`, `FINAL`, `FINAL_VAR`. What `FINAL` and
-`FINAL_VAR` set is kept here too, for the worker to report after the cell.
+`ReplNamespace` is what those cells run in: the context (`context`, and `ctx`, a free alias), the tools
+over it (`peek`, `grep`, `partition`, `search`, `count_tokens`, `Match`), the host's four sub-calls
+(the worker's own methods, passed in as they are), `history`, `SHOW_VARS`, `FINAL`, `FINAL_VAR` and the
+`answer` dict. What a cell answered -- by `FINAL` / `FINAL_VAR`, or by setting `answer["ready"]` -- is
+kept here too, for the worker to report after the cell; so are the reserved names, put back after every
+cell if the code rebound them.
+
+Two profiles: "rlmx" (the default) and "official" (the dialect of the official RLM runtime). Under
+"official" `answer` is reserved too, and the worker does not echo a cell's trailing expression.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Protocol
 
 from rlmx.repl import helpers, search, tokens
 from rlmx.repl.textview import TextView
 
-# Names the REPL provides; `SHOW_VARS` lists every other name a cell made.
+PROFILES = ("rlmx", "official")
+
+# The names the REPL provides and puts back after every cell (with `context_N` / `history_N` when
+# present, and `answer` under the official profile). `ctx` is not one: models reuse that name freely.
 RESERVED = frozenset(
-    "context ctx llm_query llm_query_batched rlm_query rlm_query_batched peek grep partition "
+    "context llm_query llm_query_batched rlm_query rlm_query_batched peek grep partition "
     "SHOW_VARS FINAL FINAL_VAR history count_tokens search Match".split()
 )
+NUMBERED = re.compile(r"(context|history)_\d+")
+
+MODEL_NAME_CHARS = 100  # a second positional argument longer than this is text, not a model name
 
 
 class HostCalls(Protocol):
@@ -30,9 +42,11 @@ class HostCalls(Protocol):
 
     def llm_query_batched(self, prompts: Any, model: str | None = None) -> list[str]: ...
 
-    def rlm_query(self, prompt: Any, context: Any = None) -> str: ...
+    def rlm_query(self, prompt: Any, model: str | None = None, context: Any = None) -> str: ...
 
-    def rlm_query_batched(self, prompts: Any, contexts: Any = None) -> list[str]: ...
+    def rlm_query_batched(
+        self, prompts: Any, model: str | None = None, contexts: Any = None
+    ) -> list[str]: ...
 
 
 def text_view(context: Any) -> TextView:
@@ -42,13 +56,39 @@ def text_view(context: Any) -> TextView:
     return view
 
 
+def check_model_name(method: str, model: Any) -> str | None:
+    """`model` as a sub-call sends it. The official signatures take the model second
+    (`rlm_query(prompt, model=None, context=None)`): text passed there by older code is refused loudly
+    rather than taken for a model name."""
+    if model is None or (
+        isinstance(model, str) and len(model) <= MODEL_NAME_CHARS and not any(c.isspace() for c in model)
+    ):
+        return model
+    plural = "s" if method.endswith("_batched") else ""
+    raise TypeError(
+        f"{method}: the second argument is a model name and this does not look like one; "
+        f"pass the text as context{plural}=... ({method}(prompt{plural}, context{plural}=...))"
+    )
+
+
+class VarsListing(str):
+    """What SHOW_VARS returns: a string that shows as itself when a cell's last line echoes it."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 class ReplNamespace:
-    """The globals a REPL's cells run in (`names`), and the answer a cell gave (`final`)."""
+    """The globals a REPL's cells run in (`names`), the answer a cell gave (`final`), and the objects
+    the reserved names must keep (`reserved`)."""
 
     def __init__(self) -> None:
         self.names: dict[str, Any] = {}
         # set by FINAL / FINAL_VAR: {"kind": "final" | "final_var", "text" | "json": ...}
         self.final: dict[str, Any] | None = None
+        self.profile = "rlmx"
+        self.answer: dict[str, Any] = {"content": "", "ready": False}  # the REPL's own `answer` dict
+        self.reserved: dict[str, Any] = {}  # reserved name -> the object it must keep
 
     def fill(
         self,
@@ -58,15 +98,20 @@ class ReplNamespace:
         history: list[dict[str, Any]],
         host: HostCalls,
         cache_dir: str | None = None,
+        profile: str = "rlmx",
     ) -> None:
         """Give the cells their names. `view` is `context`'s text view; `cache_dir` is where `search` may
-        keep its index (None: in memory)."""
+        keep its index (None: in memory); `profile` is "rlmx" or "official"."""
+        if profile not in PROFILES:
+            raise ValueError(f"unknown REPL profile {profile!r}; use one of {', '.join(PROFILES)}")
+        self.profile = profile
         index = search.SearchIndex(view, cache_dir=cache_dir)
         self.names.update(
             __name__="__main__",
             context=context,
             ctx=context,
             history=history,
+            answer=self.answer,
             llm_query=host.llm_query,
             llm_query_batched=host.llm_query_batched,
             rlm_query=host.rlm_query,
@@ -83,22 +128,90 @@ class ReplNamespace:
             FINAL=self.FINAL,
             FINAL_VAR=self.FINAL_VAR,
         )
+        self.reserved = {
+            name: value for name, value in self.names.items() if name in RESERVED or NUMBERED.fullmatch(name)
+        }
+        if profile == "official":
+            self.reserved["answer"] = self.answer
 
+    # --- what a cell may call ------------------------------------------------------------------
     def FINAL(self, value: Any) -> None:
         self.final = {"kind": "final", "text": value if isinstance(value, str) else str(value)}
 
     def FINAL_VAR(self, name: Any) -> None:
-        value = self.names[name] if isinstance(name, str) and name in self.names else name
+        """`FINAL_VAR("name")` answers with variable `name`; `FINAL_VAR(value)` with the value itself
+        when it is not a string, or when it is a string some variable holds (`FINAL_VAR(answer)`). A
+        string that is neither (a misspelt name) raises: it never becomes the answer."""
+        if isinstance(name, str) and name in self.names:
+            value = self.names[name]
+        elif isinstance(name, str) and not self._held(name):
+            raise NameError(f"FINAL_VAR: no variable named {name!r}; assign it first")
+        else:
+            value = name
         self.final = {"kind": "final_var", **encode_value(value)}
 
-    def SHOW_VARS(self) -> None:
+    def _held(self, value: Any) -> bool:
+        """Whether a variable of the REPL holds this very object."""
+        return any(v is value for k, v in self.names.items() if not k.startswith("__"))
+
+    def SHOW_VARS(self) -> str:
+        """The variables the cells made, one `name: type [len=N]` per line (returned, not printed)."""
         rows = []
         for key, value in self.names.items():
-            if key.startswith("_") or key in RESERVED or type(value).__name__ == "module":
+            if key.startswith("_") or self._provided(key, value) or type(value).__name__ == "module":
                 continue
             size = f" len={len(value)}" if hasattr(value, "__len__") else ""
-            rows.append(f"{key}: {type(value).__name__}{size}")
-        print("\n".join(rows) if rows else "(no variables yet)")
+            kind = "str" if isinstance(value, VarsListing) else type(value).__name__
+            rows.append(f"{key}: {kind}{size}")
+        return VarsListing("\n".join(rows) if rows else "(no variables yet)")
+
+    def _provided(self, key: str, value: Any) -> bool:
+        """A name the REPL gave that still holds what it was given (`ctx` and `answer` included)."""
+        if key in self.reserved:
+            return True
+        given = {"ctx": self.reserved.get("context"), "answer": self.answer}
+        return key in given and value is given[key]
+
+    # --- after a cell --------------------------------------------------------------------------
+    def take_answer(self) -> dict[str, Any] | None:
+        """The answer a cell gave through the `answer` dict: {"kind": "answer_dict", "text" | "json": ...}
+        when `answer` is a dict whose "ready" is true (the REPL's own dict or one the code bound to the
+        name), else None. Its "ready" goes back to False, so an answer the host turns down does not end
+        the next cell again. Under the official profile a dict with a "ready" key bound to `answer`
+        becomes the contents of the REPL's own dict (the name itself is put back by restore_reserved)."""
+        current = self.names.get("answer")
+        if not isinstance(current, dict) or "ready" not in current:
+            return None
+        if self.profile == "official" and current is not self.answer:
+            self.answer.clear()
+            self.answer.update(current)
+            self.names["answer"] = current = self.answer
+        if not current["ready"]:
+            return None
+        current["ready"] = False
+        return {"kind": "answer_dict", **encode_value(current.get("content", ""))}
+
+    def restore_reserved(self) -> list[str]:
+        """Put back every reserved name the code rebound or deleted, as the very object it held (a large
+        context is never copied); returns the names put back."""
+        restored = []
+        for name, value in self.reserved.items():
+            if name not in self.names or self.names[name] is not value:
+                self.names[name] = value
+                restored.append(name)
+        return restored
+
+    def extend_history(self, messages: list[dict[str, Any]]) -> None:
+        """Messages of the run the host appends to `history` before a cell."""
+        self.reserved["history"].extend(messages)
+
+
+def restored_note(names: list[str]) -> str:
+    """What a cell's output is told (after "[rlmx] ") when reserved names were put back."""
+    quoted = ", ".join(repr(n) for n in names)
+    if len(names) == 1:
+        return f"{quoted} is reserved and was restored; use another name"
+    return f"{quoted} are reserved and were restored; use other names"
 
 
 def encode_value(value: Any) -> dict[str, Any]:

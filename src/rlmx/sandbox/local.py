@@ -141,7 +141,7 @@ class LocalSandbox:
         worker = self.worker
         worker.handler, worker.rpc_s, worker.rpc_calls = rpc, 0.0, 0
         self.history.extend(history_append or [])
-        worker.repl.names["history"].extend(history_append or [])
+        worker.repl.extend_history(history_append or [])
         started = time.monotonic()
         budget = self.settings.cell_timeout_s
         cell = asyncio.wrap_future(self.executor.submit(worker.run_cell, code))

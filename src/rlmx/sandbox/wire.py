@@ -21,18 +21,26 @@ MAX_JSON_BYTES = 64 * 1024 * 1024  # a single frame's JSON part
 MAX_BLOB_BYTES = 8 * 1024 * 1024 * 1024
 
 # host -> worker
-INIT = "init"  # {context_kind: "inline-text"|"inline-json"|"none", history?: [...]}, blob = payload
+# INIT: {context_kind: "inline-text"|"inline-json"|"none"|..., context_options: {..., profile?: "rlmx"|
+# "official"}, history?: [...], output_chars?, cell_cpu_s?}, blob = payload
+INIT = "init"
 EXEC = "exec"  # {id, code, history_append: [...]}
 GET_VAR = "get_var"  # {id, name}
-RPC_RESULT = "rpc_result"  # {id, ok, result | error}
+# RPC_RESULT: {id, ok, result | error, kind?}; `result` is the call's value, or {value, notes: [line, ...]}
+# (the worker prints each note in the cell's output as "[rlmx] <note>" and returns `value`)
+RPC_RESULT = "rpc_result"
 SHUTDOWN = "shutdown"
 HOST_TO_WORKER = frozenset({INIT, EXEC, GET_VAR, RPC_RESULT, SHUTDOWN})
 
 # worker -> host
 READY = "ready"  # {pid}
-EXEC_RESULT = "exec_result"  # {id, output, error, final, restart?: why the worker wants a restart}
+# EXEC_RESULT: {id, output, error, final, restart?: why the worker wants a restart}; `final` is None or
+# {kind: "final"|"final_var"|"answer_dict", text | json}
+EXEC_RESULT = "exec_result"
 VAR_RESULT = "var_result"  # {id, ok, value_json | text | error}
-RPC = "rpc"  # {id, method, params}
+# RPC: {id, method, params}; params: llm_query {prompt, model}, llm_query_batched {prompts, model},
+# rlm_query {prompt, model, context}, rlm_query_batched {prompts, model, contexts}
+RPC = "rpc"
 WORKER_TO_HOST = frozenset({READY, EXEC_RESULT, VAR_RESULT, RPC})
 
 # the operations a worker may ask of the host, and nothing else

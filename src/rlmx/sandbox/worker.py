@@ -20,7 +20,7 @@ import traceback
 from collections import deque
 from typing import Any
 
-from rlmx.repl.namespace import ReplNamespace, encode_value, text_view
+from rlmx.repl.namespace import ReplNamespace, check_model_name, encode_value, restored_note, text_view
 from rlmx.repl.textview import TextView
 from rlmx.sandbox import wire
 
@@ -128,6 +128,7 @@ class Worker:
         self.cell_cpu_s = 0  # 0: no per-cell CPU limit (the local backend)
         self.is_fork = False  # this process is a fork made by the model's code, not the worker
         self.context_stats: dict[str, Any] | None = None  # the context's shape and size, for READY
+        self.cell_out: CappedWriter | None = None  # the running cell's output (the host's notes go there)
 
     # --- RPC to the host -----------------------------------------------------------------------
     def forked(self) -> None:
@@ -168,24 +169,45 @@ class Worker:
             )
         return text
 
+    def call(self, method: str, params: dict[str, Any]) -> Any:
+        """A sub-call's result. The host may answer with the plain result or with {"value": result,
+        "notes": [line, ...]}: each note is then written to the cell's output as "[rlmx] <note>"."""
+        reply = self.rpc(method, params)
+        if isinstance(reply, dict) and "value" in reply and set(reply) <= {"value", "notes"}:
+            notes = reply.get("notes") or []
+            for note in notes if isinstance(notes, list) else [notes]:
+                self.note(str(note))
+            return reply["value"]
+        return reply
+
+    def note(self, text: str) -> None:
+        """One line of rlmx's own in the running cell's output."""
+        out = self.cell_out
+        if out is not None:
+            out.write("[rlmx] " + " ".join(text.splitlines()) + "\n")
+
     def llm_query(self, prompt: Any, model: str | None = None) -> str:
-        return str(self.rpc("llm_query", {"prompt": self._prompt(prompt), "model": model}))
+        return str(self.call("llm_query", {"prompt": self._prompt(prompt), "model": model}))
 
     def llm_query_batched(self, prompts: Any, model: str | None = None) -> list[str]:
         items = [self._prompt(p) for p in list(prompts)]
         if sum(len(p) for p in items) > MAX_PROMPT_CHARS * 2:
             raise ValueError("batch too large to send at once; split it into several batches")
-        return [str(r) for r in self.rpc("llm_query_batched", {"prompts": items, "model": model})]
+        return [str(r) for r in self.call("llm_query_batched", {"prompts": items, "model": model})]
 
-    def rlm_query(self, prompt: Any, context: Any = None) -> str:
-        return str(self.rpc("rlm_query", {"prompt": self._prompt(prompt), "context": context}))
+    def rlm_query(self, prompt: Any, model: str | None = None, context: Any = None) -> str:
+        model = check_model_name("rlm_query", model)
+        params = {"prompt": self._prompt(prompt), "model": model, "context": context}
+        return str(self.call("rlm_query", params))
 
-    def rlm_query_batched(self, prompts: Any, contexts: Any = None) -> list[str]:
+    def rlm_query_batched(self, prompts: Any, model: str | None = None, contexts: Any = None) -> list[str]:
+        model = check_model_name("rlm_query_batched", model)
         items = [self._prompt(p) for p in list(prompts)]
         ctxs = list(contexts) if contexts is not None else None
         if ctxs is not None and len(ctxs) != len(items):
             raise ValueError(f"rlm_query_batched: {len(items)} prompts but {len(ctxs)} contexts")
-        return [str(r) for r in self.rpc("rlm_query_batched", {"prompts": items, "contexts": ctxs})]
+        params = {"prompts": items, "model": model, "contexts": ctxs}
+        return [str(r) for r in self.call("rlm_query_batched", params)]
 
     # --- set-up and cells ----------------------------------------------------------------------
     def init(self, message: dict[str, Any], blob: bytes) -> None:
@@ -203,7 +225,14 @@ class Worker:
         self.output_chars = int(message.get("output_chars", 20_000))
         self.cell_cpu_s = int(message.get("cell_cpu_s", 0))
         history = list(message.get("history", []))
-        self.repl.fill(context, view, history=history, host=self, cache_dir=options.get("cache_dir"))
+        self.repl.fill(
+            context,
+            view,
+            history=history,
+            host=self,
+            cache_dir=options.get("cache_dir"),
+            profile=str(options.get("profile") or "rlmx"),
+        )
 
     # --- output capture and the per-cell CPU limit (the local backend overrides these) ---------------
     def redirect(self, out: CappedWriter) -> Any:
@@ -236,16 +265,22 @@ class Worker:
         self.arm_cpu_limit(in_cell=False)
 
     def run_cell(self, code: str) -> dict[str, Any]:
+        """Run one cell. Its result: the output, the error, and the answer it gave (`final`): FINAL /
+        FINAL_VAR's if it called one, else the `answer` dict's when the cell left it ready -- reported
+        even when the cell then raised (the host decides). Reserved names the code rebound are put
+        back, and the output says so."""
         out = CappedWriter(self.output_chars)
         self.repl.final = None
         error = None
         cpu_stopped = False
         saved = self.redirect(out)
+        self.cell_out = out
         self.arm_cpu_limit()
         self.in_cell = True
         try:
             tree = ast.parse(code, "<cell>", "exec")
-            last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+            echo = self.repl.profile != "official"  # the official runtime shows no trailing expression
+            last = tree.body[-1] if echo and tree.body and isinstance(tree.body[-1], ast.Expr) else None
             if last is not None:
                 tree.body.pop()
             exec(compile(tree, "<cell>", "exec"), self.repl.names)
@@ -263,10 +298,28 @@ class Worker:
             self.disarm_cpu_limit()
             self.restore(saved)
         out.write(self._fd_output())
-        result = {"output": out.render(), "error": error, "final": self.repl.final}
+        final, problem = self.after_cell()
+        if problem:
+            error = f"{error}\n{problem}" if error else problem
+        self.cell_out = None
+        result = {"output": out.render(), "error": error, "final": final}
         if cpu_stopped and threading.active_count() > 1:  # its threads would go on burning CPU
             result["restart"] = "threads the code started were still running"
         return result
+
+    def after_cell(self) -> tuple[dict[str, Any] | None, str | None]:
+        """The cell's answer (FINAL / FINAL_VAR first, they were explicit; else a ready `answer` dict),
+        then the reserved names put back. Returns (final, a problem reading the answer dict or None)."""
+        problem = None
+        try:
+            answer = self.repl.take_answer()  # always: it also sets a ready dict back to not ready
+        except Exception as exc:  # a dict subclass of the code's own, a content whose str() raises
+            answer = None
+            problem = f"the answer dict could not be read: {type(exc).__name__}: {exc}"
+        restored = self.repl.restore_reserved()
+        if restored:
+            self.note(restored_note(restored))
+        return (self.repl.final or answer), problem
 
     def _fd_output(self) -> str:
         """What the cell's code (or its subprocesses) wrote straight to file descriptors 1 and 2."""
@@ -299,7 +352,7 @@ class Worker:
             message, _ = wire.read_frame(self.in_fd)
             kind = message.get("type")
             if kind == wire.EXEC:
-                self.repl.names["history"].extend(message.get("history_append") or [])
+                self.repl.extend_history(message.get("history_append") or [])
                 result = self.run_cell(str(message.get("code", "")))
                 if self.is_fork:
                     os._exit(0)
