@@ -149,7 +149,7 @@ def test_stop_reasons_purposes_and_answer_sources_are_literals_listed_once() -> 
     assert set(LIMIT_REASONS) < set(STOP_REASONS)
     assert {"final", "error", "interrupted"} <= set(STOP_REASONS)
     assert PURPOSES == ("root", "child_root", "llm_query", "fallback", "compaction", "final", "correction")
-    assert ANSWER_SOURCES == ("final", "final_var", "prose", "none")
+    assert ANSWER_SOURCES == ("final", "final_var", "answer_dict", "prose", "none")
     assert Limits().max_iterations == 30  # limits no longer lists stop reasons itself
     import rlmx.limits
 

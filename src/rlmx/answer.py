@@ -52,4 +52,8 @@ def answer_text(value: Any) -> str:
 def from_wire(frame: dict[str, Any]) -> Answer:
     """The answer a code cell gave (the worker's `final` frame: `kind`, and `json` or `text`)."""
     value = frame["json"] if "json" in frame else frame.get("text", "")
-    return Answer(value, "final_var" if frame.get("kind") == "final_var" else "final")
+    kind = frame.get("kind")
+    source: AnswerSource = (
+        "final_var" if kind == "final_var" else "answer_dict" if kind == "answer_dict" else "final"
+    )
+    return Answer(value, source)

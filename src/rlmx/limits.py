@@ -32,6 +32,7 @@ class Limits:
     max_concurrent_children: int = 8
     final_answer_timeout_s: float = 60.0
     final_reserve_s: float | None = None
+    max_errors: int | None = None  # stop after this many turns in a row whose code raised; None: never
 
     def __post_init__(self) -> None:
         checks = [
@@ -49,6 +50,7 @@ class Limits:
             (self.max_output_tokens is None or self.max_output_tokens > 0, "max_output_tokens must be > 0"),
             (self.max_concurrent_children >= 1, "max_concurrent_children must be >= 1"),
             (self.final_answer_timeout_s > 0, "final_answer_timeout_s must be > 0"),
+            (self.max_errors is None or self.max_errors >= 1, "max_errors must be >= 1 (or None: no limit)"),
             (
                 self.final_reserve_s is None
                 or (

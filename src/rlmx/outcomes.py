@@ -20,11 +20,14 @@ StopReason = Literal[
     "max_total_tokens",
     "max_cost_usd",
     "timeout",
+    "max_errors",  # Limits.max_errors turns in a row whose code raised
     "error",  # a machinery failure (provider, sandbox) or an answer that failed its schema for good
     "interrupted",  # Ctrl-C, or the caller cancelled the run
 ]
 STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
-LimitReason = Literal["max_iterations", "max_llm_calls", "max_total_tokens", "max_cost_usd", "timeout"]
+LimitReason = Literal[
+    "max_iterations", "max_llm_calls", "max_total_tokens", "max_cost_usd", "timeout", "max_errors"
+]
 LIMIT_REASONS: tuple[LimitReason, ...] = get_args(LimitReason)
 
 Purpose = Literal[
@@ -42,6 +45,7 @@ SUB_CALL_PURPOSES: tuple[Purpose, ...] = ("llm_query", "fallback")  # calls made
 AnswerSource = Literal[
     "final",  # FINAL(...)
     "final_var",  # FINAL_VAR(name)
+    "answer_dict",  # answer["content"] with answer["ready"] = True (the official contract)
     "prose",  # a limit's forced reply without FINAL, its code removed
     "none",  # no answer
 ]

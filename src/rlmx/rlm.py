@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from rlmx.context.context import Context
 from rlmx.context.prefilter import Prefilter
 from rlmx.engine.ledger import Ledger
 from rlmx.engine.node import Node
-from rlmx.engine.prompts import SYSTEM_PROMPT_VERSION
+from rlmx.engine.profiles import SYSTEM_PROMPT_VERSION, PromptProfile
 from rlmx.engine.result import NodeResult
 from rlmx.engine.tree import Models, Pricer, RunTree, check_budget_for_first_call
 from rlmx.errors import ConfigError, RLMError
@@ -116,9 +116,15 @@ class RLM:
     # a context that was given but holds no usable text (binary or empty files, nothing matched, empty
     # stdin) is refused with EmptyContext before any model call, unless this is True
     allow_empty_context: bool = False
+    # what the root model is told and the shape of its messages: "rlmx" (FINAL and the `answer` dict),
+    # "official" (the official RLM repository's contract, for checkpoints trained on it), or a template
+    # file's path (see rlmx.engine.profiles); `system_prompt_append` is added to any of them
+    prompt: str | PromptProfile = "rlmx"
+    system_prompt_append: str = ""
 
     def __post_init__(self) -> None:
         self._resolve_models()
+        self._profile = PromptProfile.of(self.prompt, append=self.system_prompt_append)
         self._sandbox_factory = make_sandbox_factory(self.sandbox)
         self._warm_up()
 
@@ -237,11 +243,13 @@ class RLM:
             history_settings=self.history,
             pricer=pricer,
             excerpt_chars=self.excerpt_chars,
+            profile=self._profile,
         )
         meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
         payload = ctx.payload(
             query=question, prefilter=self.prefilter, note=context_note, cache_dir=search_cache_dir()
         )
+        payload = replace(payload, options={**payload.options, "profile": self._profile.dialect})
         root = Node(
             tree,
             depth=0,
@@ -267,6 +275,7 @@ class RLM:
                 sandbox=vars(self.sandbox),
                 context_meta=meta,
                 prompt_version=SYSTEM_PROMPT_VERSION,
+                prompt_profile=self._profile.name,
                 output_schema=output_spec.schema if output_spec else None,
             )
         )

@@ -9,15 +9,17 @@ from typing import Any, TypedDict, TypeVar
 from rlmx.answer import Answer, from_wire
 from rlmx.context.metadata import render
 from rlmx.context.payload import ContextPayload
-from rlmx.engine import prompts
+from rlmx.engine.finals import literal_answer
 from rlmx.engine.history import History
 from rlmx.engine.parse import parse_reply, prose_of
+from rlmx.engine.profiles import compaction_request
+from rlmx.engine.repl_handle import ReplHandle
 from rlmx.engine.result import NodeResult
 from rlmx.engine.subcalls import SubCalls
 from rlmx.engine.tree import RunTree
-from rlmx.errors import BudgetExhausted, ModelError, SandboxError
+from rlmx.errors import BudgetExhausted, ModelError, RLMError, SandboxError
+from rlmx.lm.base import BaseLM
 from rlmx.outcomes import LimitReason, Purpose, StopReason
-from rlmx.prompts import turn_header
 from rlmx.sandbox.base import ExecResult
 from rlmx.trace.events import (
     ChildEnd,
@@ -56,6 +58,7 @@ class Node:
         output: OutputSpec | None = None,
         batch_id: str | None = None,
         check_loaded: Callable[[dict[str, Any]], None] | None = None,
+        lm: BaseLM | None = None,
     ) -> None:
         self.tree = tree
         self.check_loaded = check_loaded  # root only: refuses a context found empty once the worker read it
@@ -69,15 +72,14 @@ class Node:
         self.meta = meta
         self.parent_id = parent_id
         self.id = node_id or tree.emitter.new_id()
-        self.lm = tree.models.for_depth(depth)
+        self.lm = lm or tree.models.for_depth(depth)  # a child's model may be named by rlm_query(model=)
         self.sub_lm = tree.models.for_depth(depth + 1)
-        self.sandbox = tree.sandbox_factory()
+        self.repl = ReplHandle(tree.sandbox_factory())
         self.history = History(
             tree.history_settings, tree.history_settings.context_window or tree.models.window(self.lm)
         )
         self.iteration = 0
-        self.sandbox_alive = False
-        self.starting: asyncio.Future[None] | None = None  # the REPL's start, until code first needs it
+        self.failing_turns = 0  # turns in a row whose code raised (Limits.max_errors)
         self.subcalls = SubCalls(
             tree,
             depth=depth,
@@ -115,7 +117,7 @@ class Node:
             )
         try:
             # The REPL starts (and loads the context) while the first model call is in flight.
-            self.starting = asyncio.ensure_future(self.sandbox.start(self.payload))
+            self.repl.start(self.payload)
             result = await self._turns()
         except SandboxError as exc:
             result = self._error(str(exc))
@@ -124,16 +126,9 @@ class Node:
             self._end(result)
             raise
         finally:
-            self.sandbox_alive = False
-            if self.starting is not None:
-                if not self.starting.done():  # never needed (e.g. FINAL on the first turn): stop it;
-                    self.starting.cancel()  # what it made so far goes with the sandbox and the pool
-                await asyncio.wait([self.starting])
-                if not self.starting.cancelled() and self.starting.exception() is not None:
-                    message = f"REPL start: {self.starting.exception()}"
-                    self.emit(Error(**self.here(), message=message, recoverable=True))
-                self.starting = None
-            await self.sandbox.close()
+            problem = await self.repl.close()
+            if problem is not None:
+                self.emit(Error(**self.here(), message=problem, recoverable=True))
         self._end(result)
         return result
 
@@ -155,20 +150,25 @@ class Node:
             )
 
     async def _turns(self) -> NodeResult:
-        limits = self.tree.limits
-        sub_window = self.tree.models.window(self.sub_lm)
-        system = prompts.system_prompt(
-            depth=self.depth, limits=limits, sub_model=self.sub_lm.name, sub_window=sub_window
+        limits, profile = self.tree.limits, self.tree.profile
+        system = profile.system_prompt(
+            depth=self.depth,
+            limits=limits,
+            sub_model=self.sub_lm.name,
+            sub_window=self.tree.models.window(self.sub_lm),
         )
         if self.output is not None:
             system = system.rstrip("\n") + "\n\n" + self.output.prompt()
         self.history.append({"role": "system", "content": system})
         await self._measured_meta()
-        self.history.append({"role": "user", "content": f"{self.meta}\n\nQuestion: {self.question}"})
+        self.history.append({"role": "user", "content": profile.opening(self.meta, self.question)})
         for iteration in range(1, limits.max_iterations + 1):
             self.iteration = iteration
             if self.history.needs_compaction():
                 await self._compact()
+            turn = profile.turn_prompt(iteration, limits.max_iterations)
+            if turn is not None:
+                self.history.append({"role": "user", "content": turn})
             purpose: Purpose = "root" if self.depth == 0 else "child_root"
             if self.correcting:  # the last answer failed the output schema: this turn corrects it
                 purpose, self.correcting = "correction", False
@@ -182,6 +182,8 @@ class Node:
             done = await self._act(reply)
             if done is not None:
                 return self._finish(done, "final" if done.error is None else "error")
+            if limits.max_errors is not None and self.failing_turns >= limits.max_errors:
+                return await self._forced_final("max_errors")
         return await self._forced_final("max_iterations")
 
     async def _call(
@@ -208,39 +210,56 @@ class Node:
         return response.text
 
     async def _act(self, reply: str) -> Answer | None:
-        """Run the reply's code, in order; an accepted FINAL/FINAL_VAR (from code or the reply's prose)
-        ends the loop. Otherwise the outputs go back to the model as the next user message."""
-        parsed = parse_reply(reply)
-        parts: list[str] = []
+        """Run the reply's code, in order; an accepted answer (FINAL, FINAL_VAR, the `answer` dict, or a
+        FINAL line in the reply's prose) ends the loop, and blocks after it do not run. Otherwise the
+        outputs go back to the model as the next user message."""
+        profile = self.tree.profile
+        parsed = parse_reply(reply, profile.runnable)
+        results: list[ExecResult] = []
+        notes: list[str] = []
         code_failed = rejected = False
-        for index, code in enumerate(parsed.code_blocks, 1):
+        for code in parsed.code_blocks:
             result = await self._exec(code)
-            parts.append(format_result(index, len(parsed.code_blocks), result))
+            results.append(result)
             code_failed = code_failed or result.error is not None
             if result.final is not None:
-                done = self._accept(from_wire(result.final), parts)
+                answer = from_wire(result.final)
+                if answer.source == "answer_dict" and result.error is not None and profile.dialect == "rlmx":
+                    notes.append(
+                        "Your answer was not accepted because the block that set it raised; fix it first."
+                    )
+                    rejected = True
+                    break
+                done = self._accept(answer, notes)
                 if done is not None:
                     return done
                 rejected = True
                 break
         if parsed.final is not None and not rejected:
             if code_failed:
-                parts.append(
+                notes.append(
                     f"Your {parsed.final.source.upper()}(...) was not accepted because your code failed; fix it first."
                 )
             else:
                 answer, problem = await self._resolve(parsed.final)
                 if problem is None:
-                    done = self._accept(answer, parts)
+                    done = self._accept(answer, notes)
                     if done is not None:
                         return done
                 else:
-                    parts.append(problem)
+                    notes.append(problem)
         if not parsed.code_blocks and parsed.final is None:
-            parts.append(prompts.NO_CODE)
-        left = self.tree.ledger.calls_left()
-        header = turn_header(self.iteration, self.tree.limits.max_iterations, left)
-        self.history.append({"role": "user", "content": header + "\n" + "\n\n".join(parts)})
+            notes.append(profile.no_code())
+        self.failing_turns = self.failing_turns + 1 if code_failed else 0
+        feedback = profile.feedback(
+            results,
+            notes,
+            iteration=self.iteration,
+            max_iterations=self.tree.limits.max_iterations,
+            calls_left=self.tree.ledger.calls_left(),
+            skipped=parsed.skipped,
+        )
+        self.history.append({"role": "user", "content": feedback})
         return None
 
     def _accept(self, answer: Answer, parts: list[str]) -> Answer | None:
@@ -262,7 +281,7 @@ class Node:
         self.correcting = True
         return None
 
-    async def _exec(self, code: str) -> ExecResult:
+    async def _exec(self, code: str, *, sub_calls: bool = True) -> ExecResult:
         append = self.history.take_unmirrored()
         exec_id = self.tree.emitter.new_id()
         self.emit(
@@ -270,10 +289,11 @@ class Node:
         )
 
         async def rpc(method: str, params: dict[str, Any]) -> Any:
+            if not sub_calls:
+                raise RLMError(f"{method} is not available while answering at a limit")
             return await self.subcalls.handle(method, params, exec_id)
 
-        await self._ready()
-        result = await self.sandbox.execute(code, rpc, append)
+        result = await self.repl.execute(code, rpc, append)
         self.emit(
             Exec(
                 **self.here(),
@@ -296,28 +316,20 @@ class Node:
         left out, the filtered view): wait for it and use its figures in the first prompt."""
         if self.payload.kind != "files" and not self.payload.options.get("prefilter"):
             return
-        await self._ready()
-        stats = getattr(self.sandbox, "context_stats", None)
+        await self.repl.ready()
+        stats = self.repl.context_stats
         if stats and self.check_loaded is not None:
             self.check_loaded(stats)  # EmptyContext: nothing usable once read, before any model call
         if stats:
             self.meta = render(stats, note=self.payload.options.get("note"))
 
-    async def _ready(self) -> None:
-        """Wait for the REPL started beside the first model call; a failed start raises SandboxError."""
-        if self.starting is not None:
-            starting, self.starting = self.starting, None
-            await starting
-            self.sandbox_alive = True
-
     async def _resolve(self, final: Answer) -> tuple[Answer, str | None]:
         """A FINAL from a reply's prose with its value: FINAL_VAR's variable is read from the REPL."""
         if final.var is None:
             return final, None
-        await self._ready()
-        if not self.sandbox_alive:
+        reply = await self.repl.get_var(final.var)
+        if reply is None:
             return final, "FINAL_VAR cannot be read: the REPL is not running"
-        reply = await self.sandbox.get_var(final.var)
         if not reply.get("ok"):
             return final, f"FINAL_VAR({final.var}) failed: {reply.get('error')}. Assign the variable first."
         return from_wire({**reply, "kind": "final_var"}), None
@@ -325,7 +337,7 @@ class Node:
     async def _compact(self) -> None:
         old = self.history.turns_to_condense()
         digest = "\n\n".join(f"[{m['role']}]\n{str(m['content'])[:4000]}" for m in old)
-        ask = prompts.compaction_request(self.question, self.history.summary, digest)
+        ask = compaction_request(self.question, self.history.summary, digest)
         summary: str | None = None
         try:
             summary = (
@@ -354,7 +366,7 @@ class Node:
         """A limit stopped the loop: one call asking for an answer from what is known. Its answer is the
         reply's FINAL value or, without one, its prose with code removed; never code, never made up."""
         self.emit(Limit(**self.here(), reason=reason, iteration=self.iteration))
-        ask = {"role": "user", "content": prompts.FORCED_FINAL.format(reason=reason)}
+        ask = {"role": "user", "content": self.tree.profile.forced_final(reason)}
         try:
             reply = await self._call(
                 self.history.for_model(), purpose="final", final=self.depth == 0, extra=[ask]
@@ -382,8 +394,19 @@ class Node:
         return self._finish(answer, reason)
 
     async def _forced_answer(self, reply: str) -> Answer:
-        """The answer of a forced final reply: its FINAL value, else its prose; none (with why) else."""
-        parsed = parse_reply(reply)
+        """The answer of a forced final reply, in every form: its code blocks run (sub-calls refused)
+        while the REPL is alive; when it is not, an `answer = {...}` in them is read as a literal; then a
+        FINAL line; then its prose. None (with why) when the reply holds no answer."""
+        parsed = parse_reply(reply, self.tree.profile.runnable)
+        if parsed.code_blocks and self.repl.alive:
+            for code in parsed.code_blocks:
+                result = await self._exec(code, sub_calls=False)
+                if result.final is not None and result.error is None:
+                    return from_wire(result.final)
+        elif parsed.code_blocks:
+            literal = literal_answer(parsed.code_blocks)
+            if literal is not None:
+                return literal
         problem = "the model's final reply held no answer"
         if parsed.final is not None:
             answer, resolve_problem = await self._resolve(parsed.final)
@@ -416,7 +439,13 @@ class Node:
         return NodeResult(Answer.none(message), "error", self.iteration, message)
 
     async def run_child(
-        self, question: str, payload: ContextPayload, meta: str, parent_id: str, batch_id: str | None
+        self,
+        question: str,
+        payload: ContextPayload,
+        meta: str,
+        parent_id: str,
+        batch_id: str | None,
+        lm: BaseLM | None = None,
     ) -> NodeResult:
         """A child RLM one level down, with its own REPL, run to its end (`SubCalls`' `spawn`)."""
         child = Node(
@@ -427,13 +456,6 @@ class Node:
             meta=meta,
             parent_id=parent_id,
             batch_id=batch_id,
+            lm=lm,
         )
         return await child.run()
-
-
-def format_result(index: int, total: int, result: ExecResult) -> str:
-    label = f"Output of code block {index}/{total}" if total > 1 else "Output"
-    body = result.output.rstrip() or ("(no output)" if result.error is None else "")
-    if result.error:
-        body = (body + "\n" if body else "") + result.error
-    return f"{label}:\n{body}"

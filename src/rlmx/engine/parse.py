@@ -19,16 +19,23 @@ FINAL_START = re.compile(r"^[ \t]*(FINAL_VAR|FINAL)\(", re.MULTILINE)
 class ParsedReply:
     code_blocks: list[str]
     final: Answer | None  # FINAL(text): its value; FINAL_VAR(name): `var`, still to be read from the REPL
+    skipped: int = 0  # fenced blocks of a language the profile does not run
 
 
-def parse_reply(text: str) -> ParsedReply:
+def parse_reply(text: str, runnable: frozenset[str] | set[str] = RUNNABLE) -> ParsedReply:
+    """The code blocks to run (fences labelled with a language in `runnable`) and a FINAL line in the
+    prose; `skipped` counts the non-empty blocks of other languages."""
     blocks: list[str] = []
     prose: list[str] = []
+    skipped = 0
     pos = 0
     for match in FENCE.finditer(text):
         prose.append(text[pos : match.start()])
-        if match.group(1).lower() in RUNNABLE and match.group(2).strip():
-            blocks.append(match.group(2))
+        if match.group(2).strip():
+            if match.group(1).lower() in runnable:
+                blocks.append(match.group(2))
+            else:
+                skipped += match.group(1).lower() in RUNNABLE  # code, of a kind this profile does not run
         pos = match.end()
     prose.append(text[pos:])
     final = None
@@ -36,7 +43,7 @@ def parse_reply(text: str) -> ParsedReply:
         final = find_final(segment)
         if final:
             break
-    return ParsedReply(blocks, final)
+    return ParsedReply(blocks, final, skipped)
 
 
 def find_final(segment: str) -> Answer | None:

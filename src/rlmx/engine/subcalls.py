@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -14,15 +15,15 @@ from rlmx.engine.result import NodeResult
 from rlmx.errors import RLMError
 from rlmx.lm.base import BaseLM, estimate_tokens
 from rlmx.outcomes import Purpose
-from rlmx.trace.events import BatchEnd, BatchStart, Fallback
+from rlmx.trace.events import BatchEnd, BatchStart, Fallback, ModelSubstituted
 
 if TYPE_CHECKING:
     from rlmx.engine.tree import RunTree
 
 DEFAULT_BATCH_WIDTH = 128  # calls of a batch under way at once when the model does not say its concurrency
 
-# starts a child RLM one level down and waits for it: (question, payload, meta, parent_id, batch_id)
-Spawn = Callable[[str, ContextPayload, str, str, "str | None"], Awaitable[NodeResult]]
+# starts a child RLM one level down and waits for it: (question, payload, meta, parent_id, batch_id, model)
+Spawn = Callable[[str, ContextPayload, str, str, "str | None", "BaseLM | None"], Awaitable[NodeResult]]
 
 
 class SubCalls:
@@ -49,22 +50,28 @@ class SubCalls:
         self.children = children
 
     async def handle(self, method: str, params: dict[str, Any], exec_id: str) -> Any:
+        """One request of the REPL. The reply is the result, or `{"value": result, "notes": [...]}` when
+        the model's code should also be told something (a model it named that this run does not have)."""
         if self.tree.limits.max_depth == 0:
             raise RLMError(f"{method} is disabled in this run (max_depth=0): no sub-calls are allowed")
+        lm, notes = self.model_for(params.get("model"), exec_id)
+        result = await self._answer(method, params, exec_id, lm)
+        return {"value": result, "notes": notes} if notes else result
+
+    async def _answer(self, method: str, params: dict[str, Any], exec_id: str, lm: BaseLM | None) -> Any:
         if method == "llm_query":
-            return await self.sub_call(as_prompt(params.get("prompt")), params.get("model"), exec_id)
+            return await self.sub_call(as_prompt(params.get("prompt")), lm, exec_id)
         if method == "llm_query_batched":
             prompts_ = as_prompts(params.get("prompts"))
-            model = params.get("model")
             return await self.batch(
                 method,
                 exec_id,
-                [partial(self.sub_call, p, model, exec_id) for p in prompts_],
-                width=self.batch_width(model),
+                [partial(self.sub_call, p, lm, exec_id) for p in prompts_],
+                width=self.batch_width(lm),
             )
         if method == "rlm_query":
             try:
-                return await self.rlm(as_prompt(params.get("prompt")), params.get("context"), exec_id)
+                return await self.rlm(as_prompt(params.get("prompt")), params.get("context"), exec_id, lm=lm)
             except ChildFailed as exc:  # a child's own failure is an answer the model can read
                 return item_error(exc)
         if method == "rlm_query_batched":
@@ -75,16 +82,33 @@ class SubCalls:
             return await self.batch(
                 method,
                 exec_id,
-                [partial(self.rlm, p, c, exec_id) for p, c in zip(prompts_, contexts, strict=True)],
+                [partial(self.rlm, p, c, exec_id, lm=lm) for p, c in zip(prompts_, contexts, strict=True)],
                 width=self.batch_width(None),
             )
         raise RLMError(f"unknown REPL request {method!r}")
 
-    def batch_width(self, model: Any) -> int:
+    def model_for(self, name: Any, exec_id: str) -> tuple[BaseLM | None, list[str]]:
+        """The run's model called `name` (None: the default), and notes for the code: a name this run
+        does not have is served by the sub-model, said once in the cell's output and in the trace."""
+        if not name:
+            return None, []
+        found = self.tree.models.find(str(name))
+        if found is not None:
+            return found, []
+        used = self.sub_lm.name
+        self.tree.emitter.emit(
+            ModelSubstituted(parent_id=exec_id, depth=self.depth, requested=str(name), used=used)
+        )
+        return None, [f"model {str(name)!r} is not in this run; {used} answered instead"]
+
+    def payload_options(self) -> dict[str, Any]:
+        """What every REPL of the run is told beside its context (the profile's dialect)."""
+        return {"profile": self.tree.profile.dialect}
+
+    def batch_width(self, lm: BaseLM | None) -> int:
         """How many calls of a batch are under way at once: twice the model's own concurrency, so a
         call waiting out a retry does not idle a slot, and never all of a 1,000-item batch at once."""
-        lm = self.tree.models.named(str(model)) if model else self.sub_lm
-        concurrency = lm.concurrency
+        concurrency = (lm or self.sub_lm).concurrency
         return 2 * concurrency if concurrency is not None and concurrency > 0 else DEFAULT_BATCH_WIDTH
 
     async def batch(
@@ -115,14 +139,14 @@ class SubCalls:
     async def sub_call(
         self,
         prompt: str,
-        model: Any,
+        lm: BaseLM | None,
         parent_id: str,
         *,
         purpose: Purpose = "llm_query",
         batch_id: str | None = None,
     ) -> str:
-        """One plain sub-call; a refusal or failure raises (an `RLMError`)."""
-        lm = self.tree.models.named(str(model)) if model else self.sub_lm
+        """One plain sub-call (`lm` None: the sub-model); a refusal or failure raises (an `RLMError`)."""
+        lm = lm or self.sub_lm
         context_window = self.tree.models.window(lm)
         if estimate_tokens(prompt) > context_window:
             raise RLMError(
@@ -139,7 +163,15 @@ class SubCalls:
         )
         return response.text
 
-    async def rlm(self, prompt: str, context: Any, parent_id: str, *, batch_id: str | None = None) -> str:
+    async def rlm(
+        self,
+        prompt: str,
+        context: Any,
+        parent_id: str,
+        *,
+        lm: BaseLM | None = None,
+        batch_id: str | None = None,
+    ) -> str:
         """A child RLM's answer (or, at the depth limit, a plain call's); a child that ends without an
         answer raises `ChildFailed`."""
         max_depth = self.tree.limits.max_depth
@@ -148,13 +180,16 @@ class SubCalls:
             self.tree.emitter.emit(Fallback(parent_id=parent_id, depth=self.depth, reason=reason))
             if context is not None:
                 prompt = f"{prompt}\n\nContext:\n{context if isinstance(context, str) else json.dumps(context, default=str)}"
-            return await self.sub_call(prompt, None, parent_id, purpose="fallback", batch_id=batch_id)
+            return await self.sub_call(prompt, lm, parent_id, purpose="fallback", batch_id=batch_id)
+        if context is None and self.tree.profile.dialect == "official":
+            context = prompt  # as in the official runtime: a child's context is its prompt
         if context is None:
             payload, meta = self.payload, self.meta
         else:
             payload, meta = ContextPayload.of(context), describe(context)
+            payload = replace(payload, options={**payload.options, **self.payload_options()})
         async with self.children:
-            result = await self.spawn(prompt, payload, meta, parent_id, batch_id)
+            result = await self.spawn(prompt, payload, meta, parent_id, batch_id, lm)
         if not result.answer.given:
             raise ChildFailed(f"the child run ended by {result.stopped_by}: {result.error or 'no answer'}")
         return result.answer.text()

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rlmx.engine.ledger import Ledger
-from rlmx.errors import BudgetExhausted, ConfigError, DeadlineExceeded, ModelError, RLMError
+from rlmx.engine.profiles import PromptProfile
+from rlmx.errors import BudgetExhausted, ConfigError, DeadlineExceeded, ModelError
 from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import (
     LM,
@@ -48,12 +49,12 @@ class Models:
     def for_depth(self, depth: int) -> BaseLM:
         return self.by_depth.get(depth) or (self.root if depth == 0 else self.sub)
 
-    def named(self, name: str) -> BaseLM:
+    def find(self, name: str) -> BaseLM | None:
+        """The run's model called `name` (`provider:model` or just `model`); None when it has none."""
         for lm in (self.root, self.sub, *self.by_depth.values()):
             if name in (lm.name, lm.name.split(":", 1)[-1]):
                 return lm
-        known = sorted({lm.name for lm in (self.root, self.sub, *self.by_depth.values())})
-        raise RLMError(f"unknown model {name!r} for llm_query; this run has: {', '.join(known)}")
+        return None
 
     def window(self, lm: LM) -> int:
         return self.windows.get(lm.name) or context_window_for(lm.name)
@@ -70,6 +71,7 @@ class RunTree:
     history_settings: HistorySettings = field(default_factory=HistorySettings)
     pricer: Pricer | None = None
     excerpt_chars: int = 2_000
+    profile: PromptProfile = field(default_factory=PromptProfile.of)
 
     def settings(
         self,
@@ -259,13 +261,11 @@ def cost_source(usage: Usage, cost: float | None, made: bool) -> str | None:
 def check_budget_for_first_call(tree: RunTree, question: str, meta: str, output: Any = None) -> None:
     """Refuse at start (ConfigError) a `max_cost_usd` that cannot pay for the first root turn's
     worst-case estimate plus the final answer kept in reserve: such a run could only stop at once."""
-    from rlmx.engine import prompts
-
     budget = tree.limits.max_cost_usd
     if budget is None or tree.pricer is None:
         return
     lm = tree.models.root
-    system = prompts.system_prompt(
+    system = tree.profile.system_prompt(
         depth=0,
         limits=tree.limits,
         sub_model=tree.models.sub.name,
@@ -275,7 +275,7 @@ def check_budget_for_first_call(tree: RunTree, question: str, meta: str, output:
         system += "\n\n" + output.prompt()
     first = [
         {"role": "system", "content": system},
-        {"role": "user", "content": f"{meta}\n\nQuestion: {question}"},
+        {"role": "user", "content": tree.profile.opening(meta, question)},
     ]
     est_input = estimate_message_tokens(first)
     cap = tree.output_cap() or 0

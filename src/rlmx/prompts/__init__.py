@@ -1,5 +1,5 @@
 """Prompts are data files (the `.md` files beside this module): `load` reads one, `fill` puts values
-into its `{{name}}` slots. The engine's prompts (`rlmx.engine.prompts`) and typed answers use them."""
+into its `{{name}}` slots. The prompt profiles (`rlmx.engine.profiles`) and typed answers use them."""
 
 from __future__ import annotations
 

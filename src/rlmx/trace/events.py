@@ -83,6 +83,7 @@ class RunStart(Event):
     sandbox: dict[str, Any] = field(default_factory=dict)
     context_meta: str = ""
     prompt_version: int = 0
+    prompt_profile: str = "rlmx"  # rlmx | official | a template file's path
     output_schema: dict[str, Any] | None = None
     unpriced_models: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -244,6 +245,15 @@ class Fallback(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ModelSubstituted(Event):
+    """Code asked for a model this run does not have; the run's sub-model served the call instead."""
+
+    TYPE: ClassVar[str] = "model_substituted"
+    requested: str = ""
+    used: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Compaction(Event):
     TYPE: ClassVar[str] = "compaction"
     iteration: int | None = None
@@ -340,6 +350,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ChildStart,
         ChildEnd,
         Fallback,
+        ModelSubstituted,
         Compaction,
         Limit,
         OutputRejected,
