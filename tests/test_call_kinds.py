@@ -26,9 +26,6 @@ SHORTEST_PIECE = 12  # "You are a Recursive" or "Recursive Language Model" sniff
 
 # Files allowed to look, and why. Anything else that does fails the test.
 ALLOWED = {
-    # kept for test_cli_edges.py alone until it moves to policies.py's helpers (it may only have its
-    # imports edited by the change that converted everything else)
-    "tests/sniffing_policies.py": "markers and roles",
     # the peer frameworks (rlms, dspy) send no purpose: their requests are told apart by shape; rlmx's
     # requests there are decided by request.purpose first
     "benchmarks/policies.py": "roles",
@@ -121,7 +118,8 @@ def test_only_test_cli_edges_still_uses_the_sniffing_helpers() -> None:
         for name, source in sources()
         if re.search(r"^\s*(from|import) sniffing_policies\b", source, re.MULTILINE)
     ]
-    assert users in ([], ["tests/test_cli_edges.py"])
+    assert users == []  # test_cli_edges.py has moved to policies.py's helpers too
+    assert not (ROOT / "tests" / "sniffing_policies.py").exists()
 
 
 def test_the_markers_are_the_words_rlmx_really_sends() -> None:

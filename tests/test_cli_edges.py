@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from policies import repl, turn
+from policies import is_forced_final, is_root, repl, turn
 from rlmx.testing import Fault, ScriptedServer
-from sniffing_policies import is_forced_final, is_root
 
 RLMX = [sys.executable, "-m", "rlmx.cli"]
 FAST_RETRIES = "[providers.openai]\nmax_attempts = 3\nretry_base_delay_s = 0.05\nretry_max_delay_s = 0.1\n"
@@ -106,11 +105,11 @@ def model_args(srv: ScriptedServer) -> list[str]:
     return ["--model", "openai:scripted", "--base-url", srv.url]
 
 
-def explore_then_final(messages: list[dict[str, Any]], request: Any = None) -> str:
+def explore_then_final(messages: list[dict[str, Any]], request: Any) -> str:
     """The root looks once, then answers; a forced final answer says 42."""
-    if not is_root(messages):
+    if not is_root(request):
         return "sub"
-    if is_forced_final(messages):
+    if is_forced_final(request):
         return "FINAL(42)"
     return repl("print(len(context))") if turn(messages) == 0 else "FINAL(done)"
 
@@ -141,7 +140,7 @@ def test_timeout_without_json_prints_nothing_on_stdout(shell: Any, text_file: Pa
 
 def test_the_forced_final_answer_has_its_reserve_inside_the_deadline(shell: Any, text_file: Path) -> None:
     def stall_the_turns(req: Any) -> Fault | None:
-        return None if is_forced_final(req.messages) else Fault.stall(600)
+        return None if is_forced_final(req) else Fault.stall(600)
 
     with ScriptedServer(explore_then_final, faults=stall_the_turns) as srv:
         ran = shell("ask", "q", "-c", str(text_file), *model_args(srv), "--timeout", "4", "--json")
@@ -182,10 +181,10 @@ def test_timeout_bounds_a_dns_lookup_that_hangs(shell: Any, text_file: Path, tmp
 
 
 def code_then(forced_reply: str) -> Any:
-    def policy(messages: list[dict[str, Any]], request: Any = None) -> str:
-        if not is_root(messages):
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not is_root(request):
             return "sub"
-        if is_forced_final(messages):
+        if is_forced_final(request):
             return forced_reply
         return repl("x = 7\nprint(x)")
 
@@ -282,7 +281,7 @@ def test_output_schema_failure_prints_nothing_on_stdout(shell: Any, text_file: P
     schema.write_text(
         json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
     )
-    with ScriptedServer(lambda m, r: "FINAL(not an object)" if is_root(m) else "sub") as srv:
+    with ScriptedServer(lambda m, r: "FINAL(not an object)" if is_root(r) else "sub") as srv:
         ran = shell("ask", "q", "-c", str(text_file), *model_args(srv), "--output-schema", str(schema))
     assert ran.code == 1 and ran.out == ""
     assert ran.err_lines[-1].startswith("rlmx: error: ")
@@ -317,7 +316,7 @@ def test_a_budget_too_small_for_the_first_call_is_refused_at_start(shell: Any, t
 
 def test_a_failed_cell_shows_its_exception_in_progress(shell: Any, text_file: Path) -> None:
     turns = [repl("def check(n):\n    raise ValueError(f'bad input {n}')\ncheck(7)"), "FINAL(ok)"]
-    with ScriptedServer(lambda m, r: turns[min(turn(m), 1)] if is_root(m) else "sub") as srv:
+    with ScriptedServer(lambda m, r: turns[min(turn(m), 1)] if is_root(r) else "sub") as srv:
         ran = shell("ask", "q", "-c", str(text_file), *model_args(srv))
     assert ran.code == 0 and ran.out == "ok\n"
     failed = [line for line in ran.err_lines if "code failed" in line]
