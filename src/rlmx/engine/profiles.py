@@ -153,9 +153,8 @@ def official_feedback(results: list[ExecResult], notes: list[str]) -> str:
         pieces = [result.output.rstrip()] if result.output.strip() else []
         if result.error:
             pieces.append(error_line(result.error))
-        names = getattr(result, "variables", None) or []
-        if names:
-            pieces.append(f"REPL variables: {list(names)}")
+        if result.variables:
+            pieces.append(f"REPL variables: {list(result.variables)}")
         body = "\n\n".join(pieces) if pieces else "No output"
         header = f"REPL output (block {index}):" if len(results) > 1 else "REPL output:"
         parts.append(f"{header}\n{body}")

@@ -165,6 +165,16 @@ class ReplNamespace:
             rows.append(f"{key}: {kind}{size}")
         return VarsListing("\n".join(rows) if rows else "(no variables yet)")
 
+    def variable_names(self) -> list[str]:
+        """The names of the variables the cells made that hold plain values (text, numbers, lists,
+        dicts, tuples): the `REPL variables: [...]` line of the official profile's feedback."""
+        plain = (str, int, float, bool, list, dict, tuple)
+        return [
+            key
+            for key, value in self.names.items()
+            if not key.startswith("_") and not self._provided(key, value) and isinstance(value, plain)
+        ]
+
     def _provided(self, key: str, value: Any) -> bool:
         """A name the REPL gave that still holds what it was given (`ctx` and `answer` included)."""
         if key in self.reserved:

@@ -61,6 +61,7 @@ class ExecResult:
     duration_s: float = 0.0
     rpc_calls: int = 0
     notes: list[str] = field(default_factory=list)
+    variables: list[str] = field(default_factory=list)  # the REPL's plain variables (official profile)
 
 
 class Sandbox(Protocol):

@@ -194,6 +194,7 @@ class LocalSandbox:
             error=reply.get("error"),
             final=reply.get("final"),
             duration_s=time.monotonic() - started,
+            variables=list(reply.get("variables") or []),
         )
 
     async def get_var(self, name: str) -> dict[str, Any]:

@@ -224,6 +224,7 @@ class ProcessSandbox:
                         final=item.get("final"),
                         duration_s=time.monotonic() - started,
                         rpc_calls=rpc_calls,
+                        variables=list(item.get("variables") or []),
                     )
                     if note:
                         result.output, result.restarted = f"{note}\n{result.output}", True

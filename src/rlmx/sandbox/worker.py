@@ -302,7 +302,9 @@ class Worker:
         if problem:
             error = f"{error}\n{problem}" if error else problem
         self.cell_out = None
-        result = {"output": out.render(), "error": error, "final": final}
+        result: dict[str, Any] = {"output": out.render(), "error": error, "final": final}
+        if self.repl.profile == "official":  # its feedback lists the variables after each block
+            result["variables"] = self.repl.variable_names()
         if cpu_stopped and threading.active_count() > 1:  # its threads would go on burning CPU
             result["restart"] = "threads the code started were still running"
         return result
