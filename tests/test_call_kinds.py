@@ -75,7 +75,8 @@ def findings(source: str) -> list[str]:
     """Where `source` recognises a call by prompt text or by its first message's role."""
     tree = ast.parse(source)
     # left alone: message content in a dict display (data, not a check), and whatever an assert
-    # statement says about a prompt (a test of the prompt's words, not a decision about the call)
+    # statement says about a prompt's words or its messages' roles (a test of what rlmx sends, not a
+    # decision about which call it is)
     data_values: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
@@ -87,7 +88,7 @@ def findings(source: str) -> list[str]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in data_values:
             if sniffs_text(node.value):
                 found.append(f"line {node.lineno}: prompt text {node.value[:40]!r}")
-        elif isinstance(node, ast.Compare):
+        elif isinstance(node, ast.Compare) and id(node) not in data_values:
             sides = [node.left, *node.comparators]
             roles = any(first_message_role(s) for s in sides)
             if roles and any(_is_const(s, "system") or _is_const(s, "user") for s in sides):
@@ -153,6 +154,7 @@ def test_the_check_catches_sniffing(snippet: str) -> None:
         'users = [m["content"] for m in messages if m["role"] == "user"]',  # every message, not the first
         'assert "## Answer format" in system',
         'assert "was not accepted" in feedback and "reached a limit" in last_user(messages)',
+        'assert opening[0]["role"] == "system" and opening[1]["role"] == "user"',  # the shape sent
     ],
 )
 def test_the_check_leaves_data_and_purposes_alone(snippet: str) -> None:
