@@ -23,7 +23,7 @@ from rlmx.limits import Limits
 from rlmx.prompts import fill, load, turn_header
 from rlmx.sandbox.base import ExecResult
 
-SYSTEM_PROMPT_VERSION = 2  # keep in step with the header of prompts/system.md
+SYSTEM_PROMPT_VERSION = 3  # keep in step with the header of prompts/system.md
 Dialect = Literal["rlmx", "official"]
 BUILT_IN = {"rlmx": "system.md", "official": "official.md"}
 OFFICIAL_RUNNABLE = frozenset({"repl"})
