@@ -4,6 +4,14 @@ Prompt caching: the system prompt carries a cache breakpoint, and in a multi-tur
 RLM's root history) so does the newest message, so each turn reads the previous turn's prefix from
 the cache instead of paying for it again. Single-message sub-calls carry no breakpoint (a cache write
 costs more than a plain input token and would rarely be read back).
+
+Sampling: `temperature` (0 to 1 here) and `top_p` are sent under those names; `reasoning_effort` is
+sent as the Messages API's own effort setting, `output_config.effort` (low, medium, high, xhigh, max;
+"none" and "minimal" have no counterpart there and are refused when the model is built). Extended
+thinking (a token budget) is not used. All three go in the request body through the SDK's `extra_body`:
+recent SDKs no longer take `temperature` and `top_p` as arguments, while the API still reads them on
+the models that support them. Which models take which setting is the API's call: a refusal comes back
+as an HTTP 400, reported as the setting refused.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.base import BaseLM, CallSettings, LMResponse, Message, Usage, estimate_message_tokens
 from rlmx.lm.guard import check_endpoint, is_loopback
 from rlmx.lm.openai_compat import call_headers
-from rlmx.lm.options import ModelOptions
+from rlmx.lm.options import ModelOptions, Sampling, check_accepted, refusal_classifier
 from rlmx.lm.providers import ProviderRecord, built_in
 from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries, status_failure
@@ -31,6 +39,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
 
 RECORD = built_in("anthropic")  # its key variable, base URL variable and default endpoint
 KEY_ENV, BASE_ENV, DEFAULT_BASE = str(RECORD.key_env), str(RECORD.base_env), str(RECORD.base_url)
+EFFORTS = ("low", "medium", "high", "xhigh", "max")  # what output_config.effort takes
 DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; --max-output-tokens overrides it
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -45,6 +54,7 @@ def anthropic_model(model: str, options: ModelOptions, record: ProviderRecord | 
             "or put api_key under [providers.anthropic] in rlmx.toml"
         )
     max_tokens = options.extra.get("max_tokens")
+    check_accepted(options.sampling(), record, model)
     return AnthropicLM(
         model,
         base_url=base_url,
@@ -53,6 +63,14 @@ def anthropic_model(model: str, options: ModelOptions, record: ProviderRecord | 
         default_max_tokens=int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS,
         prompt_caching=options.extra.get("prompt_caching", "true").lower() not in ("0", "false", "no"),
     )
+
+
+def anthropic_sampling(sampling: dict[str, Any]) -> dict[str, Any]:
+    """rlmx's sampling settings as Messages API body fields: reasoning_effort is `output_config.effort`."""
+    body = {key: value for key, value in sampling.items() if key != "reasoning_effort"}
+    if "reasoning_effort" in sampling:
+        body["output_config"] = {"effort": sampling["reasoning_effort"]}
+    return body
 
 
 def classify_anthropic_error(exc: Exception) -> Failure | None:
@@ -131,9 +149,20 @@ class AnthropicLM(BaseLM):
         limiter: RateLimiter | None = None,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
         prompt_caching: bool = True,
+        sampling: Sampling | None = None,
     ) -> None:
         if concurrency < 1:
             raise ConfigError("concurrency must be >= 1")
+        sampling = sampling or Sampling()
+        if sampling.reasoning_effort is not None and sampling.reasoning_effort not in EFFORTS:
+            raise ConfigError(
+                f"anthropic:{model}: reasoning_effort {sampling.reasoning_effort!r} has no counterpart in "
+                f"Anthropic's effort setting, which takes {', '.join(EFFORTS)}"
+            )
+        if sampling.temperature is not None and sampling.temperature > 1:
+            raise ConfigError(
+                f"anthropic:{model}: Anthropic takes a temperature from 0 to 1, got {sampling.temperature:g}"
+            )
         check_endpoint(base_url or DEFAULT_BASE)
         self.model = model
         self.name = f"anthropic:{model}"
@@ -145,6 +174,7 @@ class AnthropicLM(BaseLM):
         self.limiter = limiter
         self.default_max_tokens = default_max_tokens
         self.prompt_caching = prompt_caching
+        self.sampling = sampling
         self._per_loop = PerLoop(
             lambda: (self._new_client(), asyncio.Semaphore(self.concurrency)), _close_client
         )
@@ -175,8 +205,11 @@ class AnthropicLM(BaseLM):
         }
         if system:
             kwargs["system"] = system
+        sampling = self.sampling.body()
         if settings.temperature is not None:
-            kwargs["temperature"] = settings.temperature
+            sampling["temperature"] = settings.temperature
+        if sampling:
+            kwargs["extra_body"] = anthropic_sampling(sampling)
         if settings.timeout_s:
             kwargs["timeout"] = settings.timeout_s
         if is_loopback(self.base_url or DEFAULT_BASE):
@@ -195,7 +228,7 @@ class AnthropicLM(BaseLM):
         return await call_with_retries(
             f"{self.name} at {self.base_url or DEFAULT_BASE}",
             once,
-            classify_anthropic_error,
+            refusal_classifier(classify_anthropic_error, sampling),
             policy=self.retry,
             gate=semaphore,
             limiter=self.limiter,

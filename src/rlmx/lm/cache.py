@@ -1,7 +1,9 @@
 """An opt-in response cache (SQLite) in front of any LM.
 
 The key is a SHA-256 of the model's identity (provider, model and endpoint), the messages and the
-parameters that change a reply (output cap, temperature). A hit returns the stored text with
+parameters that change a reply: the output cap and the sampling settings (temperature, top_p,
+reasoning_effort; a call's own temperature wins over the model's, as in the request). A setting that is
+not set adds nothing to the key, so replies cached before these settings existed are still found. A hit returns the stored text with
 `cached=True` and zero usage: the ledger books neither a call nor a cost, and the trace marks the
 `lm_call` with `cache_hit`. Only successful replies are stored.
 
@@ -22,6 +24,7 @@ from typing import Any
 
 from rlmx.errors import ConfigError
 from rlmx.lm.base import LM, BaseLM, CallSettings, LMResponse, Message, with_capabilities
+from rlmx.lm.options import Sampling, sampling_of
 from rlmx.paths import response_cache_path
 from rlmx.prompts import VOLATILE_IN_PROMPTS
 
@@ -39,12 +42,23 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
-def cache_key(identity: str, messages: list[Message], settings: CallSettings) -> str:
+def cache_key(
+    identity: str, messages: list[Message], settings: CallSettings, sampling: Sampling | None = None
+) -> str:
+    """The key of one request to the model `identity` that samples with `sampling`."""
+    sampled = (sampling or Sampling()).body()
+    if settings.temperature is not None:
+        sampled["temperature"] = settings.temperature
+    params: dict[str, Any] = {
+        "max_output_tokens": settings.max_output_tokens,
+        "temperature": sampled.pop("temperature", None),
+        **sampled,  # top_p, reasoning_effort: only when set
+    }
     payload = {
         "v": SCHEMA_VERSION,
         "model": identity,
         "messages": [{"role": m.get("role"), "content": _stable(m.get("content"))} for m in messages],
-        "params": {"max_output_tokens": settings.max_output_tokens, "temperature": settings.temperature},
+        "params": params,
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
@@ -124,11 +138,16 @@ class CachedLM(BaseLM):
     def cache_identity(self) -> str:
         return self.inner.cache_identity
 
+    @property
+    def sampling(self) -> Sampling:
+        """The wrapped model's sampling settings (none for a model that keeps none)."""
+        return sampling_of(self.inner)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 
     async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse:
-        key = cache_key(self.cache_identity, messages, settings)
+        key = cache_key(self.cache_identity, messages, settings, self.sampling)
         text = self.cache.get(key)
         if text is not None:
             return LMResponse(text=text, model=self.name, attempts=0, cached=True)

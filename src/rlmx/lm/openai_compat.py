@@ -17,6 +17,7 @@ import openai
 from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.base import BaseLM, CallSettings, LMResponse, Message, Usage, estimate_message_tokens
 from rlmx.lm.guard import FORBID_ENV, check_endpoint, is_loopback
+from rlmx.lm.options import Sampling, refusal_classifier
 from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries, status_failure
 
@@ -78,7 +79,10 @@ ClientFactory = Callable[["OpenAICompatLM"], openai.AsyncOpenAI]
 
 
 class OpenAICompatLM(BaseLM):
-    """A model behind an OpenAI-compatible `/chat/completions` endpoint. One client per event loop."""
+    """A model behind an OpenAI-compatible `/chat/completions` endpoint. One client per event loop.
+
+    `sampling` (temperature, top_p, reasoning_effort) goes into every request body under those names;
+    a call's `CallSettings.temperature`, when set, wins for that call."""
 
     concurrency: int  # always known here: requests in flight per event loop
 
@@ -97,6 +101,7 @@ class OpenAICompatLM(BaseLM):
         default_headers: dict[str, str] | None = None,
         limiter: RateLimiter | None = None,
         client_factory: ClientFactory | None = None,
+        sampling: Sampling | None = None,
     ) -> None:
         if concurrency < 1:
             raise ConfigError("concurrency must be >= 1")
@@ -112,6 +117,8 @@ class OpenAICompatLM(BaseLM):
         self.extra_body = extra_body or {}
         self.default_headers = default_headers
         self.limiter = limiter
+        self.sampling = sampling or Sampling()
+        self._sampling_body = self.sampling.body()
         self._client_factory = client_factory or _default_client
         self._loopback = is_loopback(base_url)
         if client_factory is None:
@@ -136,18 +143,21 @@ class OpenAICompatLM(BaseLM):
     async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse:
         shards = await self._per_loop.aget()
         est = estimate_message_tokens(messages) + (settings.max_output_tokens or 0)
+        sampling = self._sampling_body
+        if settings.temperature is not None:
+            sampling = {**sampling, "temperature": settings.temperature}
 
         async def once(attempt: int) -> LMResponse:
             index = shards.take()
             try:
-                return await self._once(shards.clients[index], messages, settings)
+                return await self._once(shards.clients[index], messages, settings, sampling)
             finally:
                 shards.give_back(index)
 
         return await call_with_retries(
             f"{self.name} at {self.base_url or DEFAULT_BASE_URL}",
             once,
-            classify_openai_error,
+            refusal_classifier(classify_openai_error, sampling),
             policy=self.retry,
             gate=shards.semaphore,
             limiter=self.limiter,
@@ -157,13 +167,17 @@ class OpenAICompatLM(BaseLM):
         )
 
     async def _once(
-        self, client: openai.AsyncOpenAI, messages: list[Message], settings: CallSettings
+        self,
+        client: openai.AsyncOpenAI,
+        messages: list[Message],
+        settings: CallSettings,
+        sampling: dict[str, Any],
     ) -> LMResponse:
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if settings.max_output_tokens:
             body[self.max_tokens_param] = settings.max_output_tokens
-        if settings.temperature is not None:
-            body["temperature"] = settings.temperature
+        if sampling:
+            body.update(sampling)
         body.update(self.extra_body)
         options: dict[str, Any] = {"timeout": settings.timeout_s} if settings.timeout_s else {}
         if self._loopback:
