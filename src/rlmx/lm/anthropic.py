@@ -25,10 +25,11 @@ from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.base import BaseLM, CallSettings, LMResponse, Message, Usage, estimate_message_tokens
 from rlmx.lm.guard import check_endpoint, is_loopback
 from rlmx.lm.openai_compat import call_headers
-from rlmx.lm.options import ModelOptions, Sampling, check_accepted, refusal_classifier
+from rlmx.lm.options import ModelOptions
 from rlmx.lm.providers import ProviderRecord, built_in
 from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries, status_failure
+from rlmx.lm.sampling import Sampling, check_accepted, refusal_classifier
 
 try:
     import anthropic

@@ -24,7 +24,7 @@ from typing import Any
 
 from rlmx.errors import ConfigError
 from rlmx.lm.base import LM, BaseLM, CallSettings, LMResponse, Message, with_capabilities
-from rlmx.lm.options import Sampling, sampling_of
+from rlmx.lm.sampling import Sampling, sampling_of
 from rlmx.paths import response_cache_path
 from rlmx.prompts import VOLATILE_IN_PROMPTS
 

