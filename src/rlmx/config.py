@@ -6,8 +6,10 @@ all of them. See docs/providers.md for every key::
 
     model = "openai:gpt-5-mini"
     sub_model = "openai:gpt-5-nano"
+    temperature = 0.2                 # the root model's sampling: temperature, top_p, reasoning_effort
+    sub_reasoning_effort = "low"      # the sub-model's: sub_temperature, sub_top_p, sub_reasoning_effort
     [models_by_depth]
-    2 = "openai:gpt-5-nano"
+    2 = "openai:gpt-5-nano"           # or a table: 2 = { model = "...", temperature = 0.7 }
     [limits]
     max_iterations = 20
     max_cost_usd = 1.0
@@ -35,8 +37,9 @@ from typing import Any
 from rlmx.errors import ConfigError
 from rlmx.limits import Limits
 from rlmx.lm.base import LM
-from rlmx.lm.registry import PROVIDERS, ModelOptions, resolve_model
+from rlmx.lm.registry import PROVIDERS, ModelOptions, provider_of, resolve_model
 from rlmx.lm.retry import RetryPolicy
+from rlmx.lm.sampling import SAMPLING_KEYS, Sampling, check_accepted
 from rlmx.paths import user_config_path
 
 if sys.version_info >= (3, 11):
@@ -45,9 +48,13 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 PROJECT_FILE = "rlmx.toml"
+SUB_SAMPLING_KEYS = {f"sub_{key}": key for key in SAMPLING_KEYS}  # sub_temperature -> temperature
 TOP_KEYS = frozenset(
     {"model", "sub_model", "models_by_depth", "limits", "providers", "prices", "cache", "profiles"}
+    | set(SAMPLING_KEYS)
+    | set(SUB_SAMPLING_KEYS)
 )
+DEPTH_KEYS = frozenset({"model", *SAMPLING_KEYS})  # of a table entry in [models_by_depth]
 LIMIT_KEYS = frozenset(f.name for f in fields(Limits))
 CACHE_KEYS = frozenset({"enabled", "path"})
 # typed keys of [providers.NAME]; `extra` keys go to ModelOptions.extra (provider-specific)
@@ -81,6 +88,9 @@ class Config:
     model: str | None = None
     sub_model: str | None = None
     models_by_depth: dict[int, str] = field(default_factory=dict)
+    sampling: Sampling = field(default_factory=Sampling)  # the root model's (temperature, ...)
+    sub_sampling: Sampling = field(default_factory=Sampling)  # the sub-model's (sub_temperature, ...)
+    sampling_by_depth: dict[int, Sampling] = field(default_factory=dict)  # table entries of [models_by_depth]
     limits: dict[str, Any] = field(default_factory=dict)
     providers: dict[str, dict[str, Any]] = field(default_factory=dict)
     prices: dict[str, Any] = field(default_factory=dict)  # model -> rlmx.pricing.Price
@@ -108,9 +118,11 @@ class Config:
         base_url: str | None = None,
         concurrency: int | None = None,
         api_key: str | None = None,
+        sampling: Sampling | None = None,
     ) -> ModelOptions:
         """How to reach the model `spec`: its provider's section, overridden by the given options.
-        `concurrency` None means not given (the section's, else the default); below 1 is refused."""
+        `concurrency` None means not given (the section's, else the default); below 1 is refused.
+        `sampling`: the settings of the role the model plays (see `resolve_models`)."""
         settings = self.providers.get(spec.split(":", 1)[0], {})
         defaults = ModelOptions()
         if concurrency is not None and concurrency < 1:
@@ -133,7 +145,7 @@ class Config:
             retry=retry,
             requests_per_minute=settings.get("requests_per_minute"),
             tokens_per_minute=settings.get("tokens_per_minute"),
-        )
+        ).with_sampling(sampling or Sampling())
 
 
 @dataclass(frozen=True)
@@ -227,9 +239,8 @@ def _check(data: dict[str, Any], path: Path) -> None:
     for name in ("models_by_depth", "limits", "providers", "prices", "cache", "profiles"):
         if name in data and not isinstance(data[name], dict):
             raise ConfigError(f"{path}: [{name}] must be a table")
-    for depth, spec in data.get("models_by_depth", {}).items():
-        if not str(depth).isdigit() or not isinstance(spec, str):
-            raise ConfigError(f'{path}: [models_by_depth] entries look like 2 = "openai:gpt-5-nano"')
+    depth_entries(f"{path}: [models_by_depth]", data.get("models_by_depth", {}))
+    sampling_tables(data, str(path))
     for name, table in data.get("profiles", {}).items():  # their keys are checked by rlmx.serve.profiles
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: [profiles.{name}] must be a table")
@@ -263,10 +274,15 @@ def _build(data: dict[str, Any], sources: tuple[str, ...]) -> Config:
     from rlmx.pricing import price_from_config
 
     cache = data.get("cache", {})
+    depth_models, depth_sampling = depth_entries("[models_by_depth]", data.get("models_by_depth", {}))
+    sampling, sub_sampling = sampling_tables(data, "the config")
     return Config(
         model=data.get("model"),
         sub_model=data.get("sub_model"),
-        models_by_depth={int(d): str(m) for d, m in data.get("models_by_depth", {}).items()},
+        models_by_depth=depth_models,
+        sampling=sampling,
+        sub_sampling=sub_sampling,
+        sampling_by_depth=depth_sampling,
         limits=dict(data.get("limits", {})),
         providers={name: dict(s) for name, s in data.get("providers", {}).items()},
         prices={model: price_from_config(v, model) for model, v in data.get("prices", {}).items()},
@@ -275,6 +291,59 @@ def _build(data: dict[str, Any], sources: tuple[str, ...]) -> Config:
         profiles={name: dict(table) for name, table in data.get("profiles", {}).items()},
         sources=sources,
     )
+
+
+def sampling_tables(table: Mapping[str, Any], where: str) -> tuple[Sampling, Sampling]:
+    """The root's and the sub-model's sampling settings of a config or profile table (`temperature`,
+    ..., `sub_temperature`, ...); a bad value is a ConfigError naming `where` and the key."""
+    sub = {key: table[name] for name, key in SUB_SAMPLING_KEYS.items() if name in table}
+    for name in (*SAMPLING_KEYS, *SUB_SAMPLING_KEYS):
+        value = table.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float, str))):
+            raise ConfigError(f"{where}: {name} has the wrong type ({type(value).__name__})")
+    try:
+        root = Sampling.from_mapping(table)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+    try:
+        return root, Sampling.from_mapping(sub)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: sub_{exc}") from exc
+
+
+def depth_entries(where: str, table: Any) -> tuple[dict[int, str], dict[int, Sampling]]:
+    """A `[models_by_depth]` table: entries `2 = "openai:gpt-5-nano"`, or tables with an optional
+    `model` and sampling settings (`2 = { model = "openai:gpt-5-nano", temperature = 0.7 }`).
+    Returns the models named and the sampling settings given, each by depth."""
+    shape = f'{where} entries look like 2 = "openai:gpt-5-nano" or 2 = {{ model = "...", temperature = 0.7 }}'
+    if not isinstance(table, Mapping):
+        raise ConfigError(shape)
+    models: dict[int, str] = {}
+    sampling: dict[int, Sampling] = {}
+    for depth, entry in table.items():
+        if not str(depth).isdigit():
+            raise ConfigError(shape)
+        if isinstance(entry, str):
+            models[int(depth)] = entry
+            continue
+        if not isinstance(entry, Mapping):
+            raise ConfigError(shape)
+        unknown = sorted(set(entry) - DEPTH_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key {unknown[0]!r} at depth {depth}; known: {', '.join(sorted(DEPTH_KEYS))}"
+            )
+        if "model" in entry:
+            if not isinstance(entry["model"], str):
+                raise ConfigError(shape)
+            models[int(depth)] = entry["model"]
+        try:
+            given = Sampling.from_mapping(entry)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: depth {depth}: {exc}") from exc
+        if given:
+            sampling[int(depth)] = given
+    return models, sampling
 
 
 @dataclass
@@ -305,17 +374,45 @@ def resolve_models(
     base_url: str | None = None,
     concurrency: int | None = None,
     api_key: str | None = None,
+    sampling: Sampling | None = None,
+    sub_sampling: Sampling | None = None,
+    depth_sampling: dict[int, Sampling] | None = None,
 ) -> ResolvedModels:
-    """LM objects for a run, each model string built once with its provider's settings."""
-    built: dict[str, LM] = {}
+    """LM objects for a run, each model string built once per sampling settings with its provider's
+    settings.
 
-    def lm(spec: str) -> LM:
-        if spec not in built:
-            options = config.model_options(spec, base_url=base_url, concurrency=concurrency, api_key=api_key)
-            built[spec] = resolve_model(spec, options)
-        return built[spec]
+    Sampling settings by role: the root's (`sampling` over the config's `temperature`, ...) at depth 0;
+    the sub-model's (`sub_sampling` over `sub_temperature`, ...) for sub-calls and children; a depth's
+    own (`depth_sampling` over the config's `[models_by_depth]` tables) at that depth. A role whose model
+    is the one of the role it stands in for (the sub-model when it is the root model; a depth's model
+    when it is the sub-model, or the root model at depth 0) takes that role's settings for those it
+    leaves unset. A model given different settings in two roles is two model objects, each with its
+    own concurrency limit."""
+    built: dict[tuple[str, Sampling], LM] = {}
 
-    root = lm(choice.model)
-    sub = lm(choice.sub_model) if choice.sub_model else root
-    by_depth = {**config.models_by_depth, **(depth_models or {})}
-    return ResolvedModels(root, sub, {depth: lm(spec) for depth, spec in by_depth.items()})
+    def lm(spec: str, settings: Sampling) -> LM:
+        if (spec, settings) not in built:
+            options = config.model_options(
+                spec, base_url=base_url, concurrency=concurrency, api_key=api_key, sampling=settings
+            )
+            check_accepted(settings, provider_of(spec), spec.partition(":")[2])
+            built[spec, settings] = resolve_model(spec, options)
+        return built[spec, settings]
+
+    root_spec = choice.model
+    sub_spec = choice.sub_model or root_spec
+    root_sampling = (sampling or Sampling()).over(config.sampling)
+    sub_sampling = (sub_sampling or Sampling()).over(config.sub_sampling)
+    if sub_spec == root_spec:
+        sub_sampling = sub_sampling.over(root_sampling)
+    root = lm(root_spec, root_sampling)
+    sub = lm(sub_spec, sub_sampling)
+    models = {**config.models_by_depth, **(depth_models or {})}
+    settings = {**config.sampling_by_depth, **(depth_sampling or {})}
+    by_depth: dict[int, LM] = {}
+    for depth in sorted(set(models) | set(settings)):
+        role_spec, role_sampling = (root_spec, root_sampling) if depth == 0 else (sub_spec, sub_sampling)
+        spec = models.get(depth, role_spec)
+        own = settings.get(depth, Sampling())
+        by_depth[depth] = lm(spec, own.over(role_sampling) if spec == role_spec else own)
+    return ResolvedModels(root, sub, by_depth)

@@ -35,6 +35,12 @@ def ask(
     sub_model: opt.SubModel = None,
     base_url: opt.BaseUrl = None,
     depth_model: opt.DepthModel = [],  # noqa: B006
+    temperature: opt.Temperature = None,
+    top_p: opt.TopP = None,
+    reasoning_effort: opt.ReasoningEffort = None,
+    sub_temperature: opt.SubTemperature = None,
+    sub_top_p: opt.SubTopP = None,
+    sub_reasoning_effort: opt.SubReasoningEffort = None,
     max_depth: opt.MaxDepth = None,
     max_iterations: opt.MaxIterations = None,
     max_llm_calls: opt.MaxLlmCalls = None,
@@ -95,7 +101,13 @@ def ask(
     if choice.note:
         sys.stderr.write(choice.note + "\n")  # once per run, even with --quiet: it explains the answer
     models = resolve_models(
-        cfg, choice, parse_depth_models(depth_model), base_url=base_url, concurrency=concurrency
+        cfg,
+        choice,
+        parse_depth_models(depth_model),
+        base_url=base_url,
+        concurrency=concurrency,
+        sampling=opt.sampling(temperature, top_p, reasoning_effort),
+        sub_sampling=opt.sampling(sub_temperature, sub_top_p, sub_reasoning_effort),
     )
     rlm = RLM(
         models.root,

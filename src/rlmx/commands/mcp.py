@@ -21,6 +21,12 @@ def mcp(
     model: opt.Model = None,
     sub_model: opt.SubModel = None,
     base_url: opt.BaseUrl = None,
+    temperature: opt.Temperature = None,
+    top_p: opt.TopP = None,
+    reasoning_effort: opt.ReasoningEffort = None,
+    sub_temperature: opt.SubTemperature = None,
+    sub_top_p: opt.SubTopP = None,
+    sub_reasoning_effort: opt.SubReasoningEffort = None,
     name: Annotated[str | None, typer.Option(help="Profile name (default: the model's name).")] = None,
     profiles_file: opt.ProfilesFile = None,
     max_depth: opt.MaxDepth = None,
@@ -52,8 +58,8 @@ def mcp(
     """Serve the MCP tools `ask` (an RLM run over files under --root) and `trace` (summarise a run).
 
     The runs use the profiles of --profiles; without it and without --model, the config file's; else one
-    profile made of --model (default: the model `rlmx ask` would use), --sub-model, --base-url, --name and
-    the limits."""
+    profile made of --model (default: the model `rlmx ask` would use), --sub-model, --base-url, --name,
+    the sampling options and the limits."""
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import is_loopback, prepare_trace_dir
 
@@ -81,6 +87,8 @@ def mcp(
         max_llm_calls=max_llm_calls,
         max_cost_usd=max_cost_usd,
         timeout=timeout,
+        sampling=opt.sampling(temperature, top_p, reasoning_effort),
+        sub_sampling=opt.sampling(sub_temperature, sub_top_p, sub_reasoning_effort),
     )
     settings = McpSettings(
         profiles=profiles,

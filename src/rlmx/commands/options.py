@@ -20,7 +20,15 @@ from typing import Annotated, Any
 
 import typer
 
+from rlmx.errors import InvalidSettings
 from rlmx.limits import Limits
+from rlmx.lm.sampling import (
+    REASONING_EFFORTS,
+    Sampling,
+    check_reasoning_effort,
+    check_temperature,
+    check_top_p,
+)
 
 DEFAULT_MARK = "{default}"
 
@@ -54,6 +62,23 @@ def trace_file(value: Path | None) -> Path | None:
     return value
 
 
+def _checked(check: Any) -> Any:
+    """A callback refusing, at parsing time and in one line, a value the sampling settings refuse."""
+
+    def callback(value: Any) -> Any:
+        try:
+            return check(value, "the value")
+        except InvalidSettings as exc:
+            raise typer.BadParameter(str(exc).replace("the value must be", "must be")) from exc
+
+    return callback
+
+
+def sampling(temperature: float | None, top_p: float | None, reasoning_effort: str | None) -> Sampling:
+    """One role's sampling options as settings (already checked by their callbacks)."""
+    return Sampling(temperature, top_p, reasoning_effort)
+
+
 # --- models ---------------------------------------------------------------------------------------------
 
 Model = Annotated[
@@ -66,6 +91,47 @@ SubModel = Annotated[
 BaseUrl = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")]
 DepthModel = Annotated[list[str], typer.Option(help="Model for one depth, DEPTH=PROVIDER:MODEL; repeatable.")]
 Concurrency = Annotated[int | None, typer.Option(help="Concurrent requests per model (default: 64).", min=1)]
+
+# --- sampling (sent to the provider; default: not sent, so the provider's own) ---------------------------
+
+_SAME = " (the sub-model takes it too when it is the root model)"
+Temperature = Annotated[
+    float | None,
+    typer.Option(
+        help=f"Sampling temperature of the root model, 0-2{_SAME}.", callback=_checked(check_temperature)
+    ),
+]
+TopP = Annotated[
+    float | None,
+    typer.Option(
+        help=f"Nucleus sampling (top_p) of the root model, 0-1{_SAME}.", callback=_checked(check_top_p)
+    ),
+]
+ReasoningEffort = Annotated[
+    str | None,
+    typer.Option(
+        help=f"Reasoning effort of the root model: {', '.join(REASONING_EFFORTS)}{_SAME}.",
+        metavar="LEVEL",
+        callback=_checked(check_reasoning_effort),
+    ),
+]
+SubTemperature = Annotated[
+    float | None,
+    typer.Option(
+        help="Sampling temperature of the sub-model (sub-calls, child RLMs).",
+        callback=_checked(check_temperature),
+    ),
+]
+SubTopP = Annotated[
+    float | None,
+    typer.Option(help="Nucleus sampling (top_p) of the sub-model.", callback=_checked(check_top_p)),
+]
+SubReasoningEffort = Annotated[
+    str | None,
+    typer.Option(
+        help="Reasoning effort of the sub-model.", metavar="LEVEL", callback=_checked(check_reasoning_effort)
+    ),
+]
 
 # --- limits ---------------------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from rlmx.lm.sampling import Sampling
     from rlmx.serve.profiles import Profile
 
 
@@ -23,6 +24,8 @@ def load_profiles(
     max_llm_calls: int | None,
     max_cost_usd: float | None,
     timeout: float | None,
+    sampling: Sampling | None = None,
+    sub_sampling: Sampling | None = None,
 ) -> dict[str, Profile]:
     """The profiles to offer, with every model resolved now: a missing key or an unknown provider fails at
     start-up, not at the first request. A note on how the models were chosen goes to stderr."""
@@ -43,6 +46,8 @@ def load_profiles(
             "max_cost_usd": max_cost_usd,
             "timeout_s": timeout,
         },
+        sampling=sampling,
+        sub_sampling=sub_sampling,
     )
     if note:
         sys.stderr.write(note + "\n")

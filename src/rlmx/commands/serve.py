@@ -30,6 +30,12 @@ def serve(
     model: opt.Model = None,
     sub_model: opt.SubModel = None,
     base_url: opt.BaseUrl = None,
+    temperature: opt.Temperature = None,
+    top_p: opt.TopP = None,
+    reasoning_effort: opt.ReasoningEffort = None,
+    sub_temperature: opt.SubTemperature = None,
+    sub_top_p: opt.SubTopP = None,
+    sub_reasoning_effort: opt.SubReasoningEffort = None,
     name: Annotated[
         str | None, typer.Option(help="Profile name; served as rlmx/NAME (default: the model's name).")
     ] = None,
@@ -78,8 +84,8 @@ def serve(
     """Serve POST /v1/chat/completions and GET /v1/models; each completion is an RLM run.
 
     The profiles served are those of --profiles; without it and without --model, the config file's; else
-    one profile made of --model (default: the model `rlmx ask` would use), --sub-model, --base-url, --name
-    and the limits."""
+    one profile made of --model (default: the model `rlmx ask` would use), --sub-model, --base-url, --name,
+    the sampling options and the limits."""
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import ServeSettings, own_trace_dir, prepare_trace_dir, resolve_token
 
@@ -103,6 +109,8 @@ def serve(
         max_llm_calls=max_llm_calls,
         max_cost_usd=max_cost_usd,
         timeout=timeout,
+        sampling=opt.sampling(temperature, top_p, reasoning_effort),
+        sub_sampling=opt.sampling(sub_temperature, sub_top_p, sub_reasoning_effort),
     )
     settings = ServeSettings(
         profiles=profiles,

@@ -19,6 +19,11 @@ A profile table::
     max_llm_calls = 200
     max_cost_usd = 1.0
     timeout_s = 900
+    temperature = 0.2                # the root model's sampling (also top_p, reasoning_effort)
+    sub_temperature = 0.7            # the sub-model's (also sub_top_p, sub_reasoning_effort)
+
+`models_by_depth` entries are model strings or tables with sampling settings, as in the config file
+(docs/providers.md); the profile's sampling settings stand over the config file's.
 
 A caller may lower a profile's limits for one run (`max_depth`, `budget_usd`, ...) but never raise them.
 """
@@ -33,10 +38,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlmx.config import Config, ModelChoice, ResolvedModels, choose_models, resolve_models
+from rlmx.config import (
+    SUB_SAMPLING_KEYS,
+    Config,
+    ModelChoice,
+    ResolvedModels,
+    choose_models,
+    depth_entries,
+    resolve_models,
+    sampling_tables,
+)
 from rlmx.errors import ConfigError
 from rlmx.limits import Limits
 from rlmx.lm.cache import ResponseCache
+from rlmx.lm.sampling import SAMPLING_KEYS, SETTING_FLAGS, Sampling
 from rlmx.pricing import Pricing
 from rlmx.rlm import RLM
 from rlmx.sandbox.base import SandboxSettings
@@ -51,6 +66,8 @@ MODEL_KEYS = {
     "api_key_env",
     "concurrency",
     "description",
+    *SAMPLING_KEYS,
+    *SUB_SAMPLING_KEYS,
 }
 PROFILES_FILE_KEYS = ("defaults", "profiles")
 # what a caller may lower per run, and the Limits field it lowers
@@ -82,6 +99,9 @@ class Profile:
     base_url: str | None = None
     api_key: str | None = None
     concurrency: int | None = None
+    sampling: Sampling = field(default_factory=Sampling)  # the root model's, over the config's
+    sub_sampling: Sampling = field(default_factory=Sampling)  # the sub-model's, over the config's
+    sampling_by_depth: dict[int, Sampling] = field(default_factory=dict)  # over the config's
     _models: ResolvedModels | None = field(default=None, repr=False)
     _cache: ResponseCache | None = field(default=None, repr=False)
     _pricer: Pricing | None = field(default=None, repr=False)
@@ -101,6 +121,9 @@ class Profile:
                 base_url=self.base_url,
                 concurrency=self.concurrency,
                 api_key=self.api_key,
+                sampling=self.sampling,
+                sub_sampling=self.sub_sampling,
+                depth_sampling=self.sampling_by_depth,
             )
             if self.config.cache_enabled:
                 self._cache = ResponseCache(self.config.cache_path)
@@ -147,14 +170,6 @@ class Profile:
         )
 
 
-def _depth_models(name: str, value: Any) -> dict[int, str]:
-    if not isinstance(value, dict) or not all(
-        str(d).isdigit() and isinstance(spec, str) for d, spec in value.items()
-    ):
-        raise ConfigError(f'profile {name!r}: models_by_depth entries look like 2 = "openai:gpt-5-nano"')
-    return {int(d): spec for d, spec in value.items()}
-
-
 def profile_from_table(name: str, table: Mapping[str, Any], config: Config | None = None) -> Profile:
     """A `[profiles.NAME]` table; its limits start from the config's `[limits]`."""
     config = config or Config()
@@ -181,17 +196,24 @@ def profile_from_table(name: str, table: Mapping[str, Any], config: Config | Non
         limits = config.make_limits(None, **{k: v for k, v in table.items() if k in LIMIT_KEYS})
     except (ConfigError, TypeError) as exc:
         raise ConfigError(f"profile {name!r}: {exc}") from exc
+    sampling, sub_sampling = sampling_tables(table, f"profile {name!r}")
+    depth_models, depth_sampling = depth_entries(
+        f"profile {name!r}: models_by_depth", table.get("models_by_depth", {})
+    )
     return Profile(
         name=name,
         model=model,
         sub_model=table.get("sub_model"),
         limits=limits,
         description=str(table.get("description", "")),
-        models_by_depth=_depth_models(name, table.get("models_by_depth", {})),
+        models_by_depth=depth_models,
         config=config,
         base_url=table.get("base_url"),
         api_key=api_key,
         concurrency=concurrency,
+        sampling=sampling,
+        sub_sampling=sub_sampling,
+        sampling_by_depth=depth_sampling,
     )
 
 
@@ -232,13 +254,19 @@ def choose_profiles(
     name: str | None = None,
     limits: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    sampling: Sampling | None = None,
+    sub_sampling: Sampling | None = None,
 ) -> tuple[dict[str, Profile], str | None]:
     """The profiles `rlmx serve` / `rlmx mcp` offer (the order is in the module docstring), and the
-    one-time note when rlmx picked the model itself. `limits`: the flags' Limits values (None = not given)."""
+    one-time note when rlmx picked the model itself. `limits`: the flags' Limits values (None = not given);
+    `sampling` / `sub_sampling`: the root's and the sub-model's sampling flags."""
     given = {k: v for k, v in (limits or {}).items() if v is not None}
+    sampling, sub_sampling = sampling or Sampling(), sub_sampling or Sampling()
     if profiles_file is not None or (model is None and config.profiles):
         flags = {"--sub-model": sub_model, "--base-url": base_url, "--name": name}
         flags |= {FLAG_NAMES.get(k, "--" + k.replace("_", "-")): v for k, v in given.items()}
+        flags |= {SETTING_FLAGS[k][0]: v for k, v in sampling.body().items()}
+        flags |= {SETTING_FLAGS[k][1]: v for k, v in sub_sampling.body().items()}
         if model is not None:
             flags["--model"] = model
         stray = [flag for flag, value in flags.items() if value is not None]
@@ -259,6 +287,8 @@ def choose_profiles(
         limits=config.make_limits(choice.limits, **given),
         config=config,
         base_url=base_url,
+        sampling=sampling,
+        sub_sampling=sub_sampling,
     )
     return {profile.name: profile}, choice.note
 
