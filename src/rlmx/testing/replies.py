@@ -44,6 +44,10 @@ class Reply:
     cached_tokens: int = 0
     cost: float | None = None  # reported as usage.cost (OpenRouter style) when not None
     finish_reason: str = "stop"
+    # the reply's `usage` object exactly as sent, for a provider that reports usage its own way (DeepSeek's
+    # prompt_cache_hit_tokens, ...); None: built from the counts above. Its prompt_tokens and
+    # completion_tokens, when present, are what the server counts as served
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,12 +59,17 @@ class Fault:
     retry_after: float | None = None
     message: str = ""
     seconds: float = 0.0
+    body: Any = field(default=None, compare=False)  # an error body sent as is (JSON), for "status"
 
     @classmethod
-    def status(cls, code: int, retry_after: float | None = None, message: str | None = None) -> Fault:
-        """An HTTP error with an OpenAI-style error body (and a Retry-After header when given)."""
+    def status(
+        cls, code: int, retry_after: float | None = None, message: str | None = None, body: Any = None
+    ) -> Fault:
+        """An HTTP error with an OpenAI-style error body (and a Retry-After header when given); `body`
+        (any JSON value) replaces that body, for a provider whose errors look different (Gemini's are a
+        JSON array of error objects)."""
         message = message or f"scripted fault: HTTP {code}"
-        return cls("status", code=code, retry_after=retry_after, message=message)
+        return cls("status", code=code, retry_after=retry_after, message=message, body=body)
 
     @classmethod
     def stall(cls, seconds: float) -> Fault:

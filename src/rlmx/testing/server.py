@@ -152,6 +152,8 @@ class _Handler(BaseHTTPRequestHandler):
             payload = {
                 "error": {"message": msg, "type": _ERROR_TYPES.get(code, "server_error"), "code": code}
             }
+        if fault is not None and fault.body is not None:
+            payload = fault.body  # a provider's own error shape, as recorded
         retry = fault.retry_after if fault else None
         if req is not None:
             req.error = None if fault else msg
@@ -252,6 +254,9 @@ class _Handler(BaseHTTPRequestHandler):
         chars = sum(len(m["content"]) for m in req.messages)
         tin = reply.input_tokens if reply.input_tokens is not None else _ceil4(chars)
         tout = reply.output_tokens if reply.output_tokens is not None else _ceil4(len(reply.text))
+        if reply.usage is not None:  # a provider's own usage shape: count what it says was served
+            tin = int(reply.usage.get("prompt_tokens", tin))
+            tout = int(reply.usage.get("completion_tokens", tout))
         req.reply_text = reply.text
         stream = bool(req.body.get("stream"))
         owner = self.server.owner
@@ -281,6 +286,8 @@ class _Handler(BaseHTTPRequestHandler):
         usage_obj["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
         if reply.cost is not None:
             usage_obj["cost"] = reply.cost
+        if reply.usage is not None:
+            usage_obj = dict(reply.usage)
         base = {"id": rid, "created": int(time.time()), "model": req.model}
         if not stream:
             message = {"role": "assistant", "content": reply.text}
