@@ -2,8 +2,10 @@
 
 Prices come from the `genai-prices` catalog (offline, maintained upstream; rlmx keeps no price table of
 its own). A per-model override (`--price MODEL=IN,OUT`, the config file, or `Pricing(overrides=...)`)
-wins over the catalog. A provider-reported cost (OpenRouter's `usage.cost`) wins over both; that choice
-is made by the engine (`RunTree.cost_of`), which only asks a pricer when the provider said nothing.
+wins over the catalog. A model the catalog lacks is priced by its provider's own price map where the
+provider's record names one (LiteLLM's, for `litellm:` models). A provider-reported cost (OpenRouter's
+`usage.cost`) wins over all of them; that choice is made by the engine (`RunTree.cost_of`), which only
+asks a pricer when the provider said nothing.
 
 Token conventions (rlmx's `Usage`, the OpenAI convention): `input_tokens` includes `cached_tokens`,
 which are billed at the model's cache-read price, and `cache_write_tokens` (Anthropic's prompt-cache
@@ -17,6 +19,7 @@ bills them as input); `output_tokens` includes `reasoning_tokens`, which are bil
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,18 +30,12 @@ from rlmx.lm.base import Usage
 from rlmx.lm.registry import PROVIDERS, provider_of
 
 # genai-prices ids of model-name prefixes rlmx has no provider record for (a caller's own LM may be named
-# "gemini:..."); a registered provider's record (rlmx.lm.providers) says its own `price_id` and `local`.
+# "vertex:..." or "bedrock:..."); a registered provider's record (rlmx.lm.providers) says its own
+# `price_id` and `local` (gemini -> google, xai -> x-ai, ...).
 CATALOG_ALIASES: dict[str, str] = {
     "google": "google",
-    "gemini": "google",
     "vertex": "google",
-    "groq": "groq",
-    "mistral": "mistral",
-    "deepseek": "deepseek",
-    "xai": "x-ai",
     "x-ai": "x-ai",
-    "together": "together",
-    "fireworks": "fireworks",
     "bedrock": "aws",
     "aws": "aws",
     "cohere": "cohere",
@@ -129,12 +126,14 @@ class Pricing:
             return price.cost(usage)
         if runs_locally(model):
             return 0.0
-        if not self.catalog or model in self._not_in_catalog:
+        if not self.catalog:
             return None
-        cost = catalog_cost(model, usage)
-        if cost is None:
+        if model not in self._not_in_catalog:
+            cost = catalog_cost(model, usage)
+            if cost is not None:
+                return cost
             self._not_in_catalog.add(model)
-        return cost
+        return provider_cost(model, usage)
 
     def override_for(self, model: str) -> Price | None:
         if model in self.overrides:
@@ -148,8 +147,14 @@ class Pricing:
             return "override"
         if runs_locally(model):
             return "local (free)"
-        if self.catalog and self(model, Usage(input_tokens=1, output_tokens=1)) is not None:
+        if not self.catalog:
+            return None
+        sample = Usage(input_tokens=1, output_tokens=1)
+        if catalog_cost(model, sample) is not None:
             return "genai-prices"
+        if provider_cost(model, sample) is not None:
+            record = provider_of(model)
+            return f"{record.name if record else 'the provider'}'s price map"
         return None
 
 
@@ -165,12 +170,27 @@ def catalog_id(provider: str) -> str | None:
     return record.price_id if record is not None else CATALOG_ALIASES.get(provider)
 
 
+def catalog_ref(model: str) -> tuple[str, str] | None:
+    """(genai-prices provider id, model id) of a `provider:model` name, or None when it has none. A
+    provider that routes to others by a first path segment (`litellm:bedrock/MODEL`) says in its record
+    which catalog provider each route is (`settings["price_routes"]`)."""
+    provider, bare = split_model(model)
+    record = PROVIDERS.get(provider)
+    routes = record.settings.get("price_routes") if record is not None else None
+    if routes:
+        route, _, rest = bare.partition("/")
+        provider_id = routes.get(route) if rest else None
+        return (provider_id, rest) if provider_id else None
+    provider_id = catalog_id(provider)
+    return (provider_id, bare) if provider_id and bare else None
+
+
 def catalog_cost(model: str, usage: Usage) -> float | None:
     """The genai-prices price of `usage` for a `provider:model` name; None when the catalog lacks it."""
-    provider, bare = split_model(model)
-    provider_id = catalog_id(provider)
-    if provider_id is None or not bare:
+    ref = catalog_ref(model)
+    if ref is None:
         return None
+    provider_id, bare = ref
     try:
         import genai_prices
     except ImportError:  # pragma: no cover - a core dependency, but a broken install should not crash runs
@@ -190,6 +210,19 @@ def catalog_cost(model: str, usage: Usage) -> float | None:
     except LookupError:
         return None
     return float(result.total_price)
+
+
+def provider_cost(model: str, usage: Usage) -> float | None:
+    """The price a provider's own price map gives, for a model genai-prices lacks: its record names the
+    function (`settings["cost"]`, "module:function" taking the bare model and the usage); None without one."""
+    provider, bare = split_model(model)
+    record = PROVIDERS.get(provider)
+    where = record.settings.get("cost") if record is not None else None
+    if not where or not bare:
+        return None
+    module, _, function = str(where).partition(":")
+    cost: float | None = getattr(importlib.import_module(module), function)(bare, usage)
+    return cost
 
 
 def is_priced(pricer: Any, model: str) -> bool:

@@ -57,8 +57,20 @@ def classify_openai_error(exc: Exception) -> Failure | None:
     if isinstance(exc, openai.APIResponseValidationError):
         return Failure(f"malformed reply: {str(exc)[:300]}", True)
     if isinstance(exc, openai.APIStatusError):
-        return status_failure(exc.status_code, f"{type(exc).__name__}: {exc}", exc.response.headers)
+        message = f"{type(exc).__name__}: {exc}{unread_error_text(exc.body, str(exc))}"
+        return status_failure(exc.status_code, message, exc.response.headers)
     return None
+
+
+def unread_error_text(body: Any, said: str) -> str:
+    """The provider's own words from an error body the SDK's message leaves out: Gemini's errors are a
+    JSON array of `{"error": {...}}` objects, which the SDK reports as a bare "Error code: 400"."""
+    if not isinstance(body, list):
+        return ""
+    errors = [item.get("error") for item in body if isinstance(item, dict)]
+    texts = [e["message"] for e in errors if isinstance(e, dict) and isinstance(e.get("message"), str)]
+    text = "; ".join(t for t in texts if t not in said)
+    return f" - {text}" if text else ""
 
 
 def transport_failure(exc: Exception) -> Failure:
@@ -76,6 +88,7 @@ def transport_failure(exc: Exception) -> Failure:
 
 
 ClientFactory = Callable[["OpenAICompatLM"], openai.AsyncOpenAI]
+UsageReader = Callable[[Any], Usage]  # a reply's `usage` object (parsed JSON) -> Usage
 
 
 class OpenAICompatLM(BaseLM):
@@ -102,6 +115,7 @@ class OpenAICompatLM(BaseLM):
         limiter: RateLimiter | None = None,
         client_factory: ClientFactory | None = None,
         sampling: Sampling | None = None,
+        usage_reader: UsageReader | None = None,
     ) -> None:
         if concurrency < 1:
             raise ConfigError("concurrency must be >= 1")
@@ -120,6 +134,7 @@ class OpenAICompatLM(BaseLM):
         self.sampling = sampling or Sampling()
         self._sampling_body = self.sampling.body()
         self._client_factory = client_factory or _default_client
+        self.usage_reader = usage_reader or usage_of  # a provider that reports usage its own way reads it
         self._loopback = is_loopback(base_url)
         if client_factory is None:
             tls_context_for(base_url)  # built here, once per process, rather than inside the first run
@@ -191,7 +206,7 @@ class OpenAICompatLM(BaseLM):
             "/chat/completions", cast_to=object, body=body, options=options
         )
         text = reply_text(reply)  # a reply that is not a JSON object stops here
-        return LMResponse(text=text, usage=usage_of(reply.get("usage")), model=self.name)
+        return LMResponse(text=text, usage=self.usage_reader(reply.get("usage")), model=self.name)
 
 
 CONNECTIONS_PER_CLIENT = 16
