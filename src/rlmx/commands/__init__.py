@@ -14,7 +14,8 @@ from typer.core import TyperCommand, TyperGroup
 
 from rlmx.commands.options import fill_in_defaults
 
-COMMAND_MODULES = ("ask", "view", "serve", "mcp", "eval", "providers", "prompts")  # in the order `rlmx --help` lists them
+# in the order `rlmx --help` lists them
+COMMAND_MODULES = ("ask", "view", "serve", "mcp", "eval", "providers", "prompts")
 
 _BRACED = re.compile(r"^\{(.+)\}(\.\.\.)?$")
 
