@@ -294,6 +294,25 @@ def test_model_options_reach_every_request_from_python() -> None:
         assert [sent(r) for r in srv.requests] == [{"temperature": 0.3, "top_p": 0.95}] * 3
 
 
+def test_sub_model_options_set_the_sub_model_s_settings_from_python() -> None:
+    with ScriptedServer(CHILD) as srv:
+        rlm = RLM(
+            "openai:scripted",
+            model_options=ModelOptions(base_url=srv.url, temperature=0.2),
+            sub_model_options=ModelOptions(base_url=srv.url, temperature=0.7, top_p=0.5),
+            models_by_depth={2: "openai:scripted"},
+            limits=Limits(max_depth=2),
+            trace=False,
+            sandbox=local(),
+        )
+        result = rlm.run("q")
+        roles = by_role(srv)
+    assert result.answer == "done"
+    assert roles[("root", 0)] == [{"temperature": 0.2}] * 2
+    assert roles[("child_root", 1)] == [{"temperature": 0.7, "top_p": 0.5}] * 2
+    assert roles[("llm_query", 2)] == [{"temperature": 0.7, "top_p": 0.5}]  # a depth >= 1 string
+
+
 def test_per_role_settings_from_python_through_model_objects() -> None:
     with ScriptedServer(CHILD) as srv:
 

@@ -105,6 +105,9 @@ class RLM:
     history: HistorySettings = field(default_factory=HistorySettings)
     models_by_depth: dict[int, str | LM] = field(default_factory=dict)
     model_options: ModelOptions = field(default_factory=ModelOptions)
+    # how to reach the sub-model and the models of depths >= 1 given as strings, e.g. their sampling
+    # settings (ModelOptions(temperature=...)); None: `model_options`, as for the root
+    sub_model_options: ModelOptions | None = None
     pricer: Pricer | None = None  # None: genai-prices; Pricing(overrides) adds prices (rlmx.pricing)
     on_event: Sink | list[Sink] | None = None
     excerpt_chars: int = 2_000  # cap of message excerpts in the trace; 0 keeps whole texts (--trace-full)
@@ -137,23 +140,32 @@ class RLM:
             _spec_key(self.sub_model),
             by_depth,
             id(self.model_options),
+            id(self.sub_model_options),
             _spec_key(self.cache),
         )
 
     def _resolve_models(self) -> None:
         cache = self.cache if isinstance(self.cache, ResponseCache) else open_cache(self.cache)
-        resolved: dict[str, BaseLM] = {}  # one LM object per model string: one concurrency limit per model
+        # one LM object per model string and options: one concurrency limit per model
+        resolved: dict[tuple[str, int], BaseLM] = {}
 
-        def lm(spec: str | LM) -> BaseLM:
+        def lm(spec: str | LM, options: ModelOptions) -> BaseLM:
             if not isinstance(spec, str):
                 return with_cache(spec, cache)
-            if spec not in resolved:
-                resolved[spec] = with_cache(resolve_model(spec, self.model_options), cache)
-            return resolved[spec]
+            if (spec, id(options)) not in resolved:
+                resolved[spec, id(options)] = with_cache(resolve_model(spec, options), cache)
+            return resolved[spec, id(options)]
 
-        root = lm(self.model)
-        sub = lm(self.sub_model) if self.sub_model is not None else root
-        by_depth = {int(d): lm(m) for d, m in self.models_by_depth.items()}
+        sub_options = self.model_options if self.sub_model_options is None else self.sub_model_options
+        root = lm(self.model, self.model_options)
+        if self.sub_model is None and sub_options is self.model_options:
+            sub = root
+        else:  # the root model with the sub-model's options is a model object of its own
+            sub = lm(self.model if self.sub_model is None else self.sub_model, sub_options)
+        by_depth = {
+            int(d): lm(m, self.model_options if int(d) == 0 else sub_options)
+            for d, m in self.models_by_depth.items()
+        }
         self._models = Models(root=root, sub=sub, by_depth=by_depth)
         self._resolved_from = self._model_specs()
 
