@@ -300,3 +300,15 @@ def test_sampling_settings_reach_the_body_and_a_call_s_temperature_wins(litellm:
         "max_tokens": 16,
     }
     assert second.body["temperature"] == 1.1 and second.body["top_p"] == 0.9
+
+
+def test_the_response_cache_answers_a_repeated_run_without_a_request(litellm: Any, tmp_path: Path) -> None:
+    text, gold, _ = generate(seed=3)
+    with ScriptedServer(tickets_policy) as srv:
+        options = ModelOptions(base_url=srv.url, retry=FAST)
+        first = RLM(MODEL, model_options=options, cache=tmp_path / "cache.sqlite").run(QUESTION, text)
+        sent = len(srv.requests)
+        again = RLM(MODEL, model_options=options, cache=tmp_path / "cache.sqlite").run(QUESTION, text)
+        assert len(srv.requests) == sent  # every call of the second run came from the cache
+    assert first.answer == again.answer == gold
+    assert again.usage["calls"] == 0 and first.usage["calls"] == sent
