@@ -29,6 +29,8 @@ ALLOWED = {
     # the peer frameworks (rlms, dspy) send no purpose: their requests are told apart by shape; rlmx's
     # requests there are decided by request.purpose first
     "benchmarks/policies.py": "roles",
+    # one policy for both the official runtime and rlmx, to compare their message skeletons
+    "benchmarks/peers/skeletons.py": "roles",
     "tests/test_call_kinds.py": "markers",  # this file
 }
 
@@ -37,7 +39,8 @@ def sources() -> list[tuple[str, str]]:
     """(name, Python source) of everything checked: tests, examples, benchmarks, evals, README code."""
     files = [*ROOT.glob("tests/**/*.py"), *ROOT.glob("examples/**/*.py"), *ROOT.glob("benchmarks/**/*.py")]
     files += ROOT.glob("src/rlmx/evals/**/*.py")
-    out = [(str(path.relative_to(ROOT)), path.read_text()) for path in sorted(files)]
+    ours = [path for path in files if ".venvs" not in path.parts]  # the peers' own environments are not ours
+    out = [(str(path.relative_to(ROOT)), path.read_text()) for path in sorted(ours)]
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
     out += [(f"README.md (python block {i + 1})", block) for i, block in enumerate(blocks)]

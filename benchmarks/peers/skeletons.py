@@ -57,9 +57,18 @@ def through_official() -> list[str] | str:
     with ScriptedServer(policy) as srv, tempfile.TemporaryDirectory() as tmp:
         context = Path(tmp) / "context.txt"
         context.write_text(CONTEXT)
-        spec = {"url": srv.url, "context_file": str(context), "question": "What is the number?", "max_iterations": 5}
+        spec = {
+            "url": srv.url,
+            "context_file": str(context),
+            "question": "What is the number?",
+            "max_iterations": 5,
+        }
         subprocess.run(
-            [str(OFFICIAL_PYTHON), str(ROOT / "benchmarks" / "peers" / "official_driver.py"), json.dumps(spec)],
+            [
+                str(OFFICIAL_PYTHON),
+                str(ROOT / "benchmarks" / "peers" / "official_driver.py"),
+                json.dumps(spec),
+            ],
             check=True,
             capture_output=True,
             text=True,
