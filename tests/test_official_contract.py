@@ -215,6 +215,21 @@ def test_the_profile_is_in_the_trace(tmp_path: Path) -> None:
         ).run("q", "ctx")
     start = json.loads(trace.read_text().splitlines()[0])
     assert start["type"] == "run_start" and start["prompt_profile"] == "official"
+    assert start["sampling"] == {"root": {}, "sub": {}}  # nothing set: each role's settings are empty
+
+
+def test_the_sampling_settings_of_each_role_are_in_the_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    with ScriptedServer(ScriptedModel(root=["FINAL(1)"])) as srv:
+        RLM(
+            "openai:scripted",
+            sub_model="openai:helper",
+            model_options=ModelOptions(base_url=srv.url, temperature=0.2),
+            sub_model_options=ModelOptions(base_url=srv.url, top_p=0.5),
+            trace=trace,
+        ).run("q", "ctx")
+    start = json.loads(trace.read_text().splitlines()[0])
+    assert start["sampling"] == {"root": {"temperature": 0.2}, "sub": {"top_p": 0.5}}
 
 
 # --- max_errors and the forced final answer ----------------------------------------------------------

@@ -50,7 +50,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 PROJECT_FILE = "rlmx.toml"
 SUB_SAMPLING_KEYS = {f"sub_{key}": key for key in SAMPLING_KEYS}  # sub_temperature -> temperature
 TOP_KEYS = frozenset(
-    {"model", "sub_model", "models_by_depth", "limits", "providers", "prices", "cache", "profiles"}
+    {"model", "sub_model", "prompt", "system_prompt_append", "models_by_depth", "limits", "providers"}
+    | {"prices", "cache", "profiles"}
     | set(SAMPLING_KEYS)
     | set(SUB_SAMPLING_KEYS)
 )
@@ -87,6 +88,8 @@ class Config:
 
     model: str | None = None
     sub_model: str | None = None
+    prompt: str | None = None  # the prompt profile: "rlmx", "official" or a template file
+    system_prompt_append: str = ""
     models_by_depth: dict[int, str] = field(default_factory=dict)
     sampling: Sampling = field(default_factory=Sampling)  # the root model's (temperature, ...)
     sub_sampling: Sampling = field(default_factory=Sampling)  # the sub-model's (sub_temperature, ...)
@@ -236,6 +239,9 @@ def _check(data: dict[str, Any], path: Path) -> None:
     for key in ("model", "sub_model"):
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f'{path}: {key} must be a string like "openai:gpt-5-mini"')
+    for key in ("prompt", "system_prompt_append"):
+        if key in data and not isinstance(data[key], str):
+            raise ConfigError(f'{path}: {key} must be a string (prompt: "rlmx", "official" or a file path)')
     for name in ("models_by_depth", "limits", "providers", "prices", "cache", "profiles"):
         if name in data and not isinstance(data[name], dict):
             raise ConfigError(f"{path}: [{name}] must be a table")
@@ -279,6 +285,8 @@ def _build(data: dict[str, Any], sources: tuple[str, ...]) -> Config:
     return Config(
         model=data.get("model"),
         sub_model=data.get("sub_model"),
+        prompt=data.get("prompt"),
+        system_prompt_append=data.get("system_prompt_append", ""),
         models_by_depth=depth_models,
         sampling=sampling,
         sub_sampling=sub_sampling,

@@ -288,6 +288,7 @@ class RLM:
                 context_meta=meta,
                 prompt_version=SYSTEM_PROMPT_VERSION,
                 prompt_profile=self._profile.name,
+                sampling=self._sampling_record(),
                 output_schema=output_spec.schema if output_spec else None,
             )
         )
@@ -330,6 +331,19 @@ class RLM:
             parsed=result.answer.parsed,
             answer_source=result.answer.source,
         )
+
+    def _sampling_record(self) -> dict[str, Any]:
+        """The sampling settings each role's model sends (empty where none is set), for `run_start`."""
+        from rlmx.lm.sampling import sampling_of
+
+        models = self._models
+        record: dict[str, Any] = {
+            "root": sampling_of(models.root).body(),
+            "sub": sampling_of(models.sub).body(),
+        }
+        if models.by_depth:
+            record["by_depth"] = {str(d): sampling_of(lm).body() for d, lm in sorted(models.by_depth.items())}
+        return record
 
     def _end_record(
         self, emitter: Emitter, root: Node, result: NodeResult, ledger: Ledger, started: float

@@ -50,6 +50,9 @@ def ask(
     price: opt.Price = [],  # noqa: B006
     allow_unknown_price: opt.AllowUnknownPrice = False,
     timeout: opt.Timeout = None,
+    max_errors: opt.MaxErrors = None,
+    prompt: opt.Prompt = None,
+    system_prompt_append: opt.SystemPromptAppend = None,
     concurrency: opt.Concurrency = None,
     cache: opt.Cache = False,
     config_file: opt.ConfigFile = None,
@@ -66,6 +69,7 @@ def ask(
 
     Without --model, the model is $RLMX_MODEL, else the config file's, else the default model of a
     provider whose key is set, else the embedded demo model."""
+    from rlmx.commands.prompts import read_append
     from rlmx.config import choose_models, load_config, parse_depth_models, resolve_models
     from rlmx.context.loaders import context_from_specs
     from rlmx.context.prefilter import Prefilter
@@ -84,6 +88,7 @@ def ask(
         max_output_tokens=max_output_tokens,
         max_cost_usd=max_cost_usd,
         timeout_s=timeout,
+        max_errors=max_errors,
     )
     sandbox_settings = sandbox_choice(sandbox)
     ctx = context_from_specs(context, include=include, exclude=exclude, gitignore=not no_gitignore)
@@ -122,6 +127,10 @@ def ask(
         excerpt_chars=0 if trace_full else 2_000,
         sandbox=sandbox_settings,
         allow_empty_context=allow_empty_context,
+        prompt=prompt or cfg.prompt or "rlmx",
+        system_prompt_append=read_append(system_prompt_append)
+        if system_prompt_append
+        else cfg.system_prompt_append,
     )
     started = RunStarted()
     try:

@@ -160,6 +160,23 @@ MaxCostUsd = Annotated[
     ),
 ]
 Timeout = Annotated[float | None, typer.Option(help="Seconds for the whole run (default: no limit).")]
+MaxErrors = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Stop after this many turns in a row whose code raised, with a final answer (default: no limit).",
+    ),
+]
+Prompt = Annotated[
+    str | None,
+    typer.Option(
+        help="Prompt profile: rlmx (FINAL and the answer dict), official (the official RLM contract, for "
+        "checkpoints trained on it) or a template file (default: rlmx; see `rlmx prompts list`)."
+    ),
+]
+SystemPromptAppend = Annotated[
+    str | None, typer.Option(help="Text added to the system prompt of any profile; @FILE reads a file.")
+]
 
 # --- prices, cache, configuration ---------------------------------------------------------------------
 

@@ -84,6 +84,7 @@ class RunStart(Event):
     context_meta: str = ""
     prompt_version: int = 0
     prompt_profile: str = "rlmx"  # rlmx | official | a template file's path
+    sampling: dict[str, Any] = field(default_factory=dict)  # {"root": {...}, "sub": {...}, "by_depth": {...}}
     output_schema: dict[str, Any] | None = None
     unpriced_models: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
