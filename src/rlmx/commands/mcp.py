@@ -34,6 +34,9 @@ def mcp(
     max_llm_calls: opt.MaxLlmCalls = None,
     max_cost_usd: opt.MaxCostUsd = None,
     timeout: opt.Timeout = None,
+    max_errors: opt.MaxErrors = None,
+    prompt: opt.Prompt = None,
+    system_prompt_append: opt.SystemPromptAppend = None,
     config_file: opt.ConfigFile = None,
     max_running: Annotated[int, typer.Option(help="Runs at once; more calls wait.")] = 2,
     max_context_bytes: opt.MaxContextBytes = 512 * 2**20,
@@ -59,7 +62,7 @@ def mcp(
 
     The runs use the profiles of --profiles; without it and without --model, the config file's; else one
     profile made of --model (default: the model `rlmx ask` would use), --sub-model, --base-url, --name,
-    the sampling options and the limits."""
+    the sampling options, the prompt options and the limits."""
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import is_loopback, prepare_trace_dir
 
@@ -89,6 +92,9 @@ def mcp(
         timeout=timeout,
         sampling=opt.sampling(temperature, top_p, reasoning_effort),
         sub_sampling=opt.sampling(sub_temperature, sub_top_p, sub_reasoning_effort),
+        max_errors=max_errors,
+        prompt=prompt,
+        system_prompt_append=system_prompt_append,
     )
     settings = McpSettings(
         profiles=profiles,

@@ -26,9 +26,15 @@ def load_profiles(
     timeout: float | None,
     sampling: Sampling | None = None,
     sub_sampling: Sampling | None = None,
+    max_errors: int | None = None,
+    prompt: str | None = None,
+    system_prompt_append: str | None = None,
 ) -> dict[str, Profile]:
-    """The profiles to offer, with every model resolved now: a missing key or an unknown provider fails at
-    start-up, not at the first request. A note on how the models were chosen goes to stderr."""
+    """The profiles to offer, with every model and prompt profile resolved now: a missing key, an unknown
+    provider or an unreadable prompt template fails at start-up, not at the first request. A note on how
+    the models were chosen goes to stderr. `system_prompt_append` is the option's value (`@FILE` reads
+    the file)."""
+    from rlmx.commands.prompts import read_append
     from rlmx.config import load_config
     from rlmx.serve.profiles import choose_profiles
 
@@ -45,12 +51,16 @@ def load_profiles(
             "max_llm_calls": max_llm_calls,
             "max_cost_usd": max_cost_usd,
             "timeout_s": timeout,
+            "max_errors": max_errors,
         },
         sampling=sampling,
         sub_sampling=sub_sampling,
+        prompt=prompt,
+        system_prompt_append=None if system_prompt_append is None else read_append(system_prompt_append),
     )
     if note:
         sys.stderr.write(note + "\n")
     for profile in profiles.values():
+        profile.prompt_profile()
         profile.models()
     return dict(profiles)

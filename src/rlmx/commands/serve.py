@@ -45,6 +45,9 @@ def serve(
     max_llm_calls: opt.MaxLlmCalls = None,
     max_cost_usd: opt.MaxCostUsd = None,
     timeout: opt.Timeout = None,
+    max_errors: opt.MaxErrors = None,
+    prompt: opt.Prompt = None,
+    system_prompt_append: opt.SystemPromptAppend = None,
     config_file: opt.ConfigFile = None,
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[
@@ -85,7 +88,7 @@ def serve(
 
     The profiles served are those of --profiles; without it and without --model, the config file's; else
     one profile made of --model (default: the model `rlmx ask` would use), --sub-model, --base-url, --name,
-    the sampling options and the limits."""
+    the sampling options, the prompt options and the limits."""
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import ServeSettings, own_trace_dir, prepare_trace_dir, resolve_token
 
@@ -111,6 +114,9 @@ def serve(
         timeout=timeout,
         sampling=opt.sampling(temperature, top_p, reasoning_effort),
         sub_sampling=opt.sampling(sub_temperature, sub_top_p, sub_reasoning_effort),
+        max_errors=max_errors,
+        prompt=prompt,
+        system_prompt_append=system_prompt_append,
     )
     settings = ServeSettings(
         profiles=profiles,

@@ -178,6 +178,7 @@ class ChatService:
                 "model": profile.model,
                 "sub_model": profile.sub_model or profile.model,
                 "limits": vars(profile.limits),
+                "prompt": profile.prompt_profile().name,
                 "description": profile.description,
             },
         }

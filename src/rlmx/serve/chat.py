@@ -8,7 +8,7 @@
 - An explicit `rlmx` object in the body (the openai client's `extra_body`) adds context from server files
   (`paths`, confined to the roots) or inline `text`, a `context_note`, and per-run limits that can only
   lower the profile's (`max_depth`, `max_iterations`, `max_llm_calls`, `max_total_tokens`, `budget_usd`,
-  `timeout_s`).
+  `timeout_s`, `max_errors`).
 - `response_format` `json_schema` (or `json_object`) makes it a typed run.
 """
 

@@ -21,9 +21,12 @@ A profile table::
     timeout_s = 900
     temperature = 0.2                # the root model's sampling (also top_p, reasoning_effort)
     sub_temperature = 0.7            # the sub-model's (also sub_top_p, sub_reasoning_effort)
+    prompt = "official"              # the prompt profile: rlmx, official or a template file
+    system_prompt_append = "Answer in French."
 
 `models_by_depth` entries are model strings or tables with sampling settings, as in the config file
-(docs/providers.md); the profile's sampling settings stand over the config file's.
+(docs/providers.md); the profile's sampling settings, `prompt` and `system_prompt_append` stand over the
+config file's. The prompt profile is read when the server starts, so a bad one stops it there.
 
 A caller may lower a profile's limits for one run (`max_depth`, `budget_usd`, ...) but never raise them.
 """
@@ -48,6 +51,7 @@ from rlmx.config import (
     resolve_models,
     sampling_tables,
 )
+from rlmx.engine.profiles import PromptProfile
 from rlmx.errors import ConfigError
 from rlmx.limits import Limits
 from rlmx.lm.cache import ResponseCache
@@ -69,6 +73,7 @@ MODEL_KEYS = {
     *SAMPLING_KEYS,
     *SUB_SAMPLING_KEYS,
 }
+PROMPT_KEYS = {"prompt", "system_prompt_append"}
 PROFILES_FILE_KEYS = ("defaults", "profiles")
 # what a caller may lower per run, and the Limits field it lowers
 OVERRIDES = {
@@ -79,6 +84,7 @@ OVERRIDES = {
     "budget_usd": "max_cost_usd",
     "max_cost_usd": "max_cost_usd",
     "timeout_s": "timeout_s",
+    "max_errors": "max_errors",
 }
 FLAG_NAMES = {"timeout_s": "--timeout"}  # a Limits field whose command-line flag is not --field-name
 
@@ -102,7 +108,10 @@ class Profile:
     sampling: Sampling = field(default_factory=Sampling)  # the root model's, over the config's
     sub_sampling: Sampling = field(default_factory=Sampling)  # the sub-model's, over the config's
     sampling_by_depth: dict[int, Sampling] = field(default_factory=dict)  # over the config's
+    prompt: str | None = None  # the prompt profile: "rlmx" (None), "official" or a template file
+    system_prompt_append: str = ""
     _models: ResolvedModels | None = field(default=None, repr=False)
+    _prompt: PromptProfile | None = field(default=None, repr=False)
     _cache: ResponseCache | None = field(default=None, repr=False)
     _pricer: Pricing | None = field(default=None, repr=False)
 
@@ -130,6 +139,16 @@ class Profile:
             self._pricer = Pricing(self.config.prices)
             self._models = models
         return self._models
+
+    def prompt_profile(self) -> PromptProfile:
+        """The profile's prompt profile, read once (a template file at start-up, as the commands call
+        it there) and shared by all runs; ConfigError naming it when it cannot be read."""
+        if self._prompt is None:
+            try:
+                self._prompt = PromptProfile.of(self.prompt or "rlmx", append=self.system_prompt_append)
+            except ConfigError as exc:
+                raise ConfigError(f"profile {self.name!r}: {exc}") from exc
+        return self._prompt
 
     def limits_for(self, overrides: dict[str, Any]) -> Limits:
         """The profile's limits, lowered (never raised) by a caller's per-run overrides."""
@@ -167,22 +186,23 @@ class Profile:
             sandbox=sandbox or SandboxSettings(),
             pricer=self._pricer,
             cache=self._cache,
+            prompt=self.prompt_profile(),  # carries system_prompt_append
         )
 
 
 def profile_from_table(name: str, table: Mapping[str, Any], config: Config | None = None) -> Profile:
     """A `[profiles.NAME]` table; its limits start from the config's `[limits]`."""
     config = config or Config()
-    unknown = set(table) - LIMIT_KEYS - MODEL_KEYS
+    unknown = set(table) - LIMIT_KEYS - MODEL_KEYS - PROMPT_KEYS
     if unknown:
         raise ConfigError(
             f"profile {name!r}: unknown keys {', '.join(sorted(unknown))}; known: "
-            f"{', '.join(sorted(LIMIT_KEYS | MODEL_KEYS))}"
+            f"{', '.join(sorted(LIMIT_KEYS | MODEL_KEYS | PROMPT_KEYS))}"
         )
     model = table.get("model")
     if not isinstance(model, str) or not model:
         raise ConfigError(f'profile {name!r} needs model = "provider:model"')
-    for key in ("sub_model", "base_url", "api_key_env", "description"):
+    for key in ("sub_model", "base_url", "api_key_env", "description", *sorted(PROMPT_KEYS)):
         if key in table and not isinstance(table[key], str):
             raise ConfigError(f"profile {name!r}: {key} must be a string")
     concurrency = table.get("concurrency")
@@ -214,6 +234,8 @@ def profile_from_table(name: str, table: Mapping[str, Any], config: Config | Non
         sampling=sampling,
         sub_sampling=sub_sampling,
         sampling_by_depth=depth_sampling,
+        prompt=table.get("prompt", config.prompt),
+        system_prompt_append=table.get("system_prompt_append", config.system_prompt_append),
     )
 
 
@@ -256,14 +278,18 @@ def choose_profiles(
     environ: Mapping[str, str] | None = None,
     sampling: Sampling | None = None,
     sub_sampling: Sampling | None = None,
+    prompt: str | None = None,
+    system_prompt_append: str | None = None,
 ) -> tuple[dict[str, Profile], str | None]:
     """The profiles `rlmx serve` / `rlmx mcp` offer (the order is in the module docstring), and the
     one-time note when rlmx picked the model itself. `limits`: the flags' Limits values (None = not given);
-    `sampling` / `sub_sampling`: the root's and the sub-model's sampling flags."""
+    `sampling` / `sub_sampling`: the root's and the sub-model's sampling flags; `prompt` and
+    `system_prompt_append` (its text, @FILE already read): the prompt flags (None = not given)."""
     given = {k: v for k, v in (limits or {}).items() if v is not None}
     sampling, sub_sampling = sampling or Sampling(), sub_sampling or Sampling()
     if profiles_file is not None or (model is None and config.profiles):
-        flags = {"--sub-model": sub_model, "--base-url": base_url, "--name": name}
+        flags = {"--sub-model": sub_model, "--base-url": base_url, "--name": name, "--prompt": prompt}
+        flags["--system-prompt-append"] = system_prompt_append
         flags |= {FLAG_NAMES.get(k, "--" + k.replace("_", "-")): v for k, v in given.items()}
         flags |= {SETTING_FLAGS[k][0]: v for k, v in sampling.body().items()}
         flags |= {SETTING_FLAGS[k][1]: v for k, v in sub_sampling.body().items()}
@@ -289,6 +315,10 @@ def choose_profiles(
         base_url=base_url,
         sampling=sampling,
         sub_sampling=sub_sampling,
+        prompt=prompt or config.prompt,
+        system_prompt_append=config.system_prompt_append
+        if system_prompt_append is None
+        else system_prompt_append,
     )
     return {profile.name: profile}, choice.note
 
