@@ -42,6 +42,14 @@ def eval_command(
     model: opt.Model = None,
     sub_model: opt.SubModel = None,
     base_url: opt.BaseUrl = None,
+    temperature: opt.Temperature = None,
+    top_p: opt.TopP = None,
+    reasoning_effort: opt.ReasoningEffort = None,
+    sub_temperature: opt.SubTemperature = None,
+    sub_top_p: opt.SubTopP = None,
+    sub_reasoning_effort: opt.SubReasoningEffort = None,
+    prompt: opt.Prompt = None,
+    system_prompt_append: opt.SystemPromptAppend = None,
     baselines: Annotated[
         str, typer.Option(help="Baselines beside the RLM: direct,bm25,summary (or 'none').")
     ] = "direct,bm25,summary",
@@ -59,6 +67,7 @@ def eval_command(
     max_llm_calls: opt.MaxLlmCalls = 1_000,
     max_output_tokens: opt.MaxOutputTokens = None,
     timeout: opt.Timeout = None,
+    max_errors: opt.MaxErrors = None,
     window: Annotated[
         int | None, typer.Option(help="The root model's context window in tokens (for the baselines).")
     ] = None,
@@ -83,7 +92,9 @@ def eval_command(
     """Generate the benchmark items, run the RLM and the baselines on them, and write a report.
 
     `rlmx eval --list` names the families and their variants. --model is required unless --oracle; the
-    baselines use it and --max-output-tokens too, while the other limits and --no-trace are the RLM's."""
+    baselines use it, its sampling options and --max-output-tokens too, while the other limits, the
+    prompt options and --no-trace are the RLM's."""
+    from rlmx.commands.prompts import read_append
     from rlmx.evals.baselines import BaselineSettings
     from rlmx.evals.items import parse_size
     from rlmx.evals.registry import FAMILIES
@@ -116,6 +127,7 @@ def eval_command(
         "max_llm_calls": max_llm_calls,
         "max_output_tokens": max_output_tokens,
         "timeout_s": timeout,
+        "max_errors": max_errors,
     }
     limits = Limits(**{name: value for name, value in given.items() if value is not None})
     config = EvalConfig(
@@ -138,6 +150,10 @@ def eval_command(
         noise=noise,
         baseline=BaselineSettings(max_output_tokens=max_output_tokens),
         prices=(price_in, price_out) if price_in is not None and price_out is not None else None,
+        sampling=opt.sampling(temperature, top_p, reasoning_effort),
+        sub_sampling=opt.sampling(sub_temperature, sub_top_p, sub_reasoning_effort),
+        prompt=prompt or "rlmx",
+        system_prompt_append=read_append(system_prompt_append) if system_prompt_append else "",
     )
 
     def progress(line: str) -> None:

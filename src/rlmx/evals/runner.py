@@ -1,9 +1,15 @@
 """Run the suite: every item of every family and size, through the RLM and the baselines; one JSONL
-record per (item, method), appended as soon as it is scored; completed records are skipped on re-runs."""
+record per (item, method), appended as soon as it is scored; completed records are skipped on re-runs.
+
+The sampling settings (`EvalConfig.sampling` for the root model, which the baselines call too;
+`sub_sampling` for the sub-model) are the models' own, so they reach every request; the prompt profile
+(`prompt`, `system_prompt_append`) is the RLM method's. Both are part of the folder's identity, of the
+response cache's key and of every record."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -12,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rlmx.engine.profiles import PromptProfile
 from rlmx.errors import ConfigError, RLMError
 from rlmx.evals.baselines import RUNNERS, BaselineSettings, MethodResult
 from rlmx.evals.cache import CachedLM, ResponseStore
@@ -22,7 +29,10 @@ from rlmx.evals.registry import check_variant, family, generate_item
 from rlmx.evals.report import write_report
 from rlmx.limits import Limits
 from rlmx.lm.base import LM, context_window_for
-from rlmx.lm.registry import ModelOptions, resolve_model
+from rlmx.lm.registry import ModelOptions, provider_of, resolve_model
+from rlmx.lm.sampling import Sampling, check_accepted, sampling_of
+
+DEFAULT_PROMPT = "rlmx"
 
 
 @dataclass
@@ -47,6 +57,14 @@ class EvalConfig:
     baseline: BaselineSettings = field(default_factory=BaselineSettings)
     prices: tuple[float, float] | None = None  # USD per million input / output tokens, for every model
     pricer: Any = None  # or a function (model name, Usage) -> USD | None
+    # the root model's sampling settings (the RLM's root calls and the baselines' calls), over those of
+    # `model_options`; the sub-model's, which start from the root's when the sub-model is the root model
+    sampling: Sampling = field(default_factory=Sampling)
+    sub_sampling: Sampling = field(default_factory=Sampling)
+    # the RLM method's prompt profile: "rlmx", "official" or a template file (read when the config is made)
+    prompt: str | PromptProfile = DEFAULT_PROMPT
+    system_prompt_append: str = ""
+    profile: PromptProfile = field(init=False, repr=False)
 
     def price(self) -> Any:
         if self.pricer is not None or self.prices is None:
@@ -68,6 +86,16 @@ class EvalConfig:
             raise ConfigError("--n and --concurrency must be >= 1")
         if not 0.0 <= self.noise < 1.0:
             raise ConfigError("--noise must be in [0, 1)")
+        self.profile = PromptProfile.of(self.prompt, append=self.system_prompt_append)
+
+    def role_sampling(self) -> tuple[Sampling, Sampling]:
+        """The settings the root model and the sub-model are built with (as `rlmx ask` builds them: a
+        sub-model that is the root model takes the root's settings for those it leaves unset; another
+        model starts from `model_options`' own)."""
+        base = self.model_options.sampling()
+        root = self.sampling.over(base)
+        same = self.sub_model is None or self.sub_model == self.model
+        return root, self.sub_sampling.over(root if same else base)
 
     def identity(self) -> dict[str, Any]:
         """What makes results comparable: a resumed run must match it."""
@@ -80,7 +108,21 @@ class EvalConfig:
             "limits": asdict(self.limits),
             "baseline": asdict(self.baseline),
             "prices": self.prices,
+            **self.run_settings(),
         }
+
+    def run_settings(self) -> dict[str, Any]:
+        """The sampling settings and the prompt profile, where they differ from the defaults (so a folder
+        made before they existed, or without them, keeps its identity)."""
+        root, sub = self.role_sampling()
+        out: dict[str, Any] = {}
+        if root or sub:
+            out["sampling"] = {"root": root.body(), "sub": sub.body()}
+        if self.profile.name != DEFAULT_PROMPT:
+            out["prompt"] = self.profile.name
+        if self.profile.append.strip():
+            out["system_prompt_append"] = self.profile.append
+        return out
 
 
 class Runner:
@@ -97,9 +139,13 @@ class Runner:
 
     def _prepare(self) -> set[tuple[str, str]]:
         cfg = self.config
-        if not cfg.oracle:  # a bad model or a missing key fails before anything is written
-            self.root_lm = resolve_model(cfg.model or "", cfg.model_options)
-            self.sub_lm = resolve_model(cfg.sub_model, cfg.model_options) if cfg.sub_model else self.root_lm
+        if not cfg.oracle:  # a bad model, a missing key or a refused setting fails before anything is written
+            root_sampling, sub_sampling = cfg.role_sampling()
+            root_spec = cfg.model or ""
+            sub_spec = cfg.sub_model or root_spec
+            self.root_lm = self._model(root_spec, root_sampling)
+            same = sub_spec == root_spec and sub_sampling == root_sampling
+            self.sub_lm = self.root_lm if same else self._model(sub_spec, sub_sampling)
         cfg.out.mkdir(parents=True, exist_ok=True)
         config_path = cfg.out / "config.json"
         identity = json.loads(json.dumps(cfg.identity()))  # as it reads back from the file
@@ -107,14 +153,20 @@ class Runner:
             previous = json.loads(config_path.read_text(encoding="utf-8"))
             if previous.get("identity") != identity:
                 raise ConfigError(
-                    f"{cfg.out} holds results of another configuration (models, limits or seed differ); "
-                    "use a new --out folder"
+                    f"{cfg.out} holds results of another configuration (models, limits, seed, sampling "
+                    "settings or prompt profile differ); use a new --out folder"
                 )
         config_path.write_text(json.dumps({"identity": identity}, indent=1), encoding="utf-8")
         if not cfg.oracle and cfg.cache:
             self.store = ResponseStore(cfg.out / "cache.sqlite")
         done = {key for key, r in latest(load_records(cfg.out)).items() if r.get("status") == "ok"}
         return done
+
+    def _model(self, spec: str, sampling: Sampling) -> LM:
+        options = self.config.model_options.with_sampling(sampling)
+        lm = resolve_model(spec, options)
+        check_accepted(sampling, provider_of(spec), spec.partition(":")[2])
+        return lm
 
     async def run(self) -> list[dict[str, Any]]:
         done = self._prepare()
@@ -152,18 +204,22 @@ class Runner:
                 self.store.close()
         return written
 
-    def _models(self, item: EvalItem) -> tuple[LM, LM]:
+    def _models(self, item: EvalItem, method: str) -> tuple[LM, LM]:
         if self.oracle is not None and self.config.oracle:
             return self.oracle.models_for(item)
         assert self.root_lm is not None and self.sub_lm is not None
         if self.store is None:
             return self.root_lm, self.sub_lm
-        root = CachedLM(self.root_lm, self.store)
-        return root, (root if self.sub_lm is self.root_lm else CachedLM(self.sub_lm, self.store))
+        # the RLM's calls are cached under its prompt profile too; the baselines use none
+        prompt = cache_tag(self.config.profile) if method == "rlm" else None
+        root = CachedLM(self.root_lm, self.store, prompt=prompt)
+        return root, (
+            root if self.sub_lm is self.root_lm else CachedLM(self.sub_lm, self.store, prompt=prompt)
+        )
 
     async def _run_method(self, item: EvalItem, method: str, index: int) -> dict[str, Any]:
         cfg = self.config
-        root, sub = self._models(item)
+        root, sub = self._models(item, method)
         started = time.monotonic()
         try:
             if method == "rlm":
@@ -196,6 +252,10 @@ class Runner:
             "method": method,
             "model": root.name,
             "sub_model": sub.name,
+            "prompt": cfg.profile.name if method == "rlm" else None,
+            "sampling": {"root": sampling_of(root).body(), "sub": sampling_of(sub).body()}
+            if method == "rlm"
+            else {"root": sampling_of(root).body()},
             "question": item.question,
             "answer": result.answer,
             "gold": item.gold,
@@ -222,7 +282,14 @@ class Runner:
 
         cfg = self.config
         trace: Path | bool = cfg.out / "traces" / f"{item.id}.jsonl" if cfg.trace else False
-        rlm = RLM(root, sub_model=sub, limits=cfg.limits, trace=trace, pricer=cfg.price())
+        rlm = RLM(
+            root,
+            sub_model=sub,
+            limits=cfg.limits,
+            trace=trace,
+            pricer=cfg.price(),
+            prompt=cfg.profile,  # carries system_prompt_append
+        )
         run = await rlm.arun(item.question, item.context)
         usage = {k: run.usage.get(k) for k in ("calls", "input_tokens", "output_tokens", "cost_usd")}
         return MethodResult(
@@ -234,6 +301,17 @@ class Runner:
             iterations=run.iterations,
             trace_path=run.trace_path,
         )
+
+
+def cache_tag(profile: PromptProfile) -> str | None:
+    """What the response cache keys an RLM's calls on besides the messages: the prompt profile's name
+    and a digest of the appended text; None for the default profile with nothing appended (the key of
+    a cache written before profiles existed)."""
+    append = profile.append.strip()
+    if profile.name == DEFAULT_PROMPT and not append:
+        return None
+    digest = hashlib.sha256(append.encode()).hexdigest()[:16] if append else ""
+    return f"{profile.name}+{digest}" if digest else profile.name
 
 
 def run_suite(
