@@ -74,9 +74,9 @@ def test_every_record_type_round_trips_through_json(cls: type[Event]) -> None:
 
 
 def test_a_record_type_from_a_newer_writer_loads_as_unknown() -> None:
-    record = {"type": "tool_call", "id": "e9", "parent_id": "e1", "depth": 0, "t": 1.0, "name": "lookup"}
+    record = {"type": "hologram", "id": "e9", "parent_id": "e1", "depth": 0, "t": 1.0, "name": "lookup"}
     event = from_record(record)
-    assert isinstance(event, Unknown) and event.type == "tool_call" and event.data["name"] == "lookup"
+    assert isinstance(event, Unknown) and event.type == "hologram" and event.data["name"] == "lookup"
     assert event.to_record() == record
 
 

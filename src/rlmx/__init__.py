@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "RLM": "rlmx.rlm",
     "RunResult": "rlmx.rlm",
+    "Tool": "rlmx.tools",
     "Limits": "rlmx.limits",
     "HistorySettings": "rlmx.limits",
     "SandboxSettings": "rlmx.sandbox.base",
@@ -49,6 +50,7 @@ __all__ = [
     "RunResult",
     "SandboxError",
     "SandboxSettings",
+    "Tool",
     "Usage",
     "__version__",
     "register_provider",
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from rlmx.lm.registry import ModelOptions, register_provider, resolve_model
     from rlmx.rlm import RLM, RunResult
     from rlmx.sandbox.base import SandboxSettings
+    from rlmx.tools import Tool
 
 
 def __getattr__(name: str) -> Any:

@@ -28,6 +28,7 @@ from rlmx.lm.registry import ModelOptions, resolve_model
 from rlmx.outcomes import AnswerSource, StopReason
 from rlmx.paths import search_cache_dir, trace_dir
 from rlmx.sandbox.base import SandboxFactory, SandboxSettings
+from rlmx.tools import TOOL_MAX_BYTES, TOOL_TIMEOUT_S, RunTools
 from rlmx.trace.events import RunEnd, RunStart, excerpt
 from rlmx.trace.writer import Emitter, Sink, TraceWriter
 from rlmx.typed import OutputSpec
@@ -124,12 +125,25 @@ class RLM:
     # file's path (see rlmx.engine.profiles); `system_prompt_append` is added to any of them
     prompt: str | PromptProfile = "rlmx"
     system_prompt_append: str = ""
+    # the user's tools in the REPL, checked here (docs/tools.md): name -> a callable (run on the host), a
+    # JSON value, {"tool": obj, "description": ...} or a Tool; children get `sub_tools` when given
+    tools: Any = None
+    sub_tools: Any = None
+    tool_timeout_s: float = TOOL_TIMEOUT_S
+    tool_max_bytes: int = TOOL_MAX_BYTES
 
     def __post_init__(self) -> None:
         self._resolve_models()
         self._profile = PromptProfile.of(self.prompt, append=self.system_prompt_append)
+        self._tools = self._run_tools()
         self._sandbox_factory = make_sandbox_factory(self.sandbox)
         self._warm_up()
+
+    def _run_tools(self) -> RunTools:
+        self._tools_from = (id(self.tools), id(self.sub_tools), self.tool_timeout_s, self.tool_max_bytes)
+        return RunTools.of(
+            self.tools, self.sub_tools, timeout_s=self.tool_timeout_s, max_bytes=self.tool_max_bytes
+        )
 
     def _model_specs(self) -> tuple[Any, ...]:
         """What the models are made from; assigning any of these after construction takes effect at
@@ -229,6 +243,8 @@ class RLM:
         output_spec = OutputSpec.of(output)
         if self._model_specs() != self._resolved_from:  # rlm.model = ... after construction
             self._resolve_models()
+        if (id(self.tools), id(self.sub_tools), self.tool_timeout_s, self.tool_max_bytes) != self._tools_from:
+            self._tools = self._run_tools()
         ctx = Context.of(context)  # a value, a Context (files, folders), or pathlib paths
         if context is not None and not self.allow_empty_context:
             ctx.check_usable()
@@ -256,12 +272,14 @@ class RLM:
             pricer=pricer,
             excerpt_chars=self.excerpt_chars,
             profile=self._profile,
+            tools=self._tools,
         )
         meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
         payload = ctx.payload(
             query=question, prefilter=self.prefilter, note=context_note, cache_dir=search_cache_dir()
         )
-        payload = replace(payload, options={**payload.options, "profile": self._profile.dialect})
+        options = {**payload.options, "profile": self._profile.dialect, **self._tools.repl_options(0)}
+        payload = replace(payload, options=options)
         root = Node(
             tree,
             depth=0,

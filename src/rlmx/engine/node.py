@@ -151,12 +151,7 @@ class Node:
 
     async def _turns(self) -> NodeResult:
         limits, profile = self.tree.limits, self.tree.profile
-        system = profile.system_prompt(
-            depth=self.depth,
-            limits=limits,
-            sub_model=self.sub_lm.name,
-            sub_window=self.tree.models.window(self.sub_lm),
-        )
+        system = self.tree.system_prompt(self.depth, self.sub_lm)
         if self.output is not None:
             system = system.rstrip("\n") + "\n\n" + self.output.prompt()
         self.history.append({"role": "system", "content": system})

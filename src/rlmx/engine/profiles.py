@@ -6,7 +6,8 @@ repository the message shapes it was trained on: the `answer` dict as the only t
 `Turn i/N:` user message before every turn (the first with a reminder to look at the context), feedback
 as each block's output then a `REPL variables: [...]` line, and only ```` ```repl ```` blocks run. A
 template file of your own uses the same placeholders as the built-ins (`{{sub_model}}`,
-`{{sub_window}}`, `{{rlm_query_behaviour}}`, `{{limits}}`) and the `rlmx` message shapes, or the
+`{{sub_window}}`, `{{rlm_query_behaviour}}`, `{{limits}}`, and `{{tools}}` for where the user's tools
+are described: without it they follow the template's text) and the `rlmx` message shapes, or the
 `official` ones when its first line is `<!-- dialect: official -->`. Every run names its profile in the
 trace's `run_start`.
 """
@@ -62,7 +63,11 @@ class PromptProfile:
         return OFFICIAL_RUNNABLE if self.dialect == "official" else frozenset(RUNNABLE)
 
     # --- the opening -------------------------------------------------------------------------------
-    def system_prompt(self, *, depth: int, limits: Limits, sub_model: str, sub_window: int) -> str:
+    def system_prompt(
+        self, *, depth: int, limits: Limits, sub_model: str, sub_window: int, tools: str = ""
+    ) -> str:
+        """The template filled in; `tools` (the user's tools, described) goes where the template has
+        `{{tools}}`, else after its text, so every profile names them."""
         text = fill(
             self.template,
             sub_model=sub_model,
@@ -70,6 +75,10 @@ class PromptProfile:
             rlm_query_behaviour=rlm_query_behaviour(depth, limits.max_depth, self.dialect),
             limits=limits_text(limits),
         )
+        if "{{tools}}" in text:
+            text = fill(text, tools=tools)
+        elif tools:
+            text = text.rstrip("\n") + "\n\n" + tools
         return text.rstrip("\n") + ("\n\n" + self.append.strip() if self.append.strip() else "")
 
     def opening(self, meta: str, question: str) -> str:

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 from rlmx.context.metadata import describe
 from rlmx.context.payload import ContextPayload
 from rlmx.engine.result import NodeResult
+from rlmx.engine.tools import ToolRunner
 from rlmx.errors import RLMError
 from rlmx.lm.base import BaseLM, estimate_tokens
 from rlmx.outcomes import Purpose
+from rlmx.tools import TOOL_OPTIONS
 from rlmx.trace.events import BatchEnd, BatchStart, Fallback, ModelSubstituted
 
 if TYPE_CHECKING:
@@ -48,10 +50,13 @@ class SubCalls:
         self.meta = meta
         self.spawn = spawn
         self.children = children
+        self.tools = ToolRunner(tree, tree.tools, depth)
 
     async def handle(self, method: str, params: dict[str, Any], exec_id: str) -> Any:
         """One request of the REPL. The reply is the result, or `{"value": result, "notes": [...]}` when
         the model's code should also be told something (a model it named that this run does not have)."""
+        if method == "tool":  # one of the user's tools: not a model call, allowed at any max_depth
+            return await self.tools.call(params, exec_id)
         if self.tree.limits.max_depth == 0:
             raise RLMError(f"{method} is disabled in this run (max_depth=0): no sub-calls are allowed")
         lm, notes = self.model_for(params.get("model"), exec_id)
@@ -102,8 +107,8 @@ class SubCalls:
         return None, [f"model {str(name)!r} is not in this run; {used} answered instead"]
 
     def payload_options(self) -> dict[str, Any]:
-        """What every REPL of the run is told beside its context (the profile's dialect)."""
-        return {"profile": self.tree.profile.dialect}
+        """What a child's REPL is told beside its context: the profile's dialect and its tools."""
+        return {"profile": self.tree.profile.dialect, **self.tree.tools.repl_options(self.depth + 1)}
 
     def batch_width(self, lm: BaseLM | None) -> int:
         """How many calls of a batch are under way at once: twice the model's own concurrency, so a
@@ -185,6 +190,9 @@ class SubCalls:
             context = prompt  # as in the official runtime: a child's context is its prompt
         if context is None:
             payload, meta = self.payload, self.meta
+            if self.depth == 0 and self.tree.tools.sub is not self.tree.tools.root:  # sub_tools given
+                kept = {k: v for k, v in payload.options.items() if k not in TOOL_OPTIONS}
+                payload = replace(payload, options={**kept, **self.payload_options()})
         else:
             payload, meta = ContextPayload.of(context), describe(context)
             payload = replace(payload, options={**payload.options, **self.payload_options()})

@@ -27,6 +27,7 @@ from rlmx.lm.base import (
 )
 from rlmx.outcomes import Purpose
 from rlmx.sandbox.base import Sandbox, SandboxSettings
+from rlmx.tools import RunTools
 from rlmx.trace.events import LMCall, LMRetry, excerpt
 from rlmx.trace.writer import Emitter
 
@@ -72,6 +73,17 @@ class RunTree:
     pricer: Pricer | None = None
     excerpt_chars: int = 2_000
     profile: PromptProfile = field(default_factory=PromptProfile.of)
+    tools: RunTools = field(default_factory=RunTools)  # the user's tools, by depth (rlmx.tools)
+
+    def system_prompt(self, depth: int, sub_lm: BaseLM) -> str:
+        """The system prompt of an RLM at `depth`: its profile's, naming the tools of its REPL."""
+        return self.profile.system_prompt(
+            depth=depth,
+            limits=self.limits,
+            sub_model=sub_lm.name,
+            sub_window=self.models.window(sub_lm),
+            tools=self.tools.prompt(depth),
+        )
 
     def settings(
         self,

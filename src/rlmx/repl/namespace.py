@@ -99,9 +99,11 @@ class ReplNamespace:
         host: HostCalls,
         cache_dir: str | None = None,
         profile: str = "rlmx",
+        tools: dict[str, Any] | None = None,
     ) -> None:
         """Give the cells their names. `view` is `context`'s text view; `cache_dir` is where `search` may
-        keep its index (None: in memory); `profile` is "rlmx" or "official"."""
+        keep its index (None: in memory); `profile` is "rlmx" or "official"; `tools` are the user's
+        (stubs of host functions and copies of values), reserved like the REPL's own names."""
         if profile not in PROFILES:
             raise ValueError(f"unknown REPL profile {profile!r}; use one of {', '.join(PROFILES)}")
         self.profile = profile
@@ -128,8 +130,11 @@ class ReplNamespace:
             FINAL=self.FINAL,
             FINAL_VAR=self.FINAL_VAR,
         )
+        self.names.update(tools or {})
         self.reserved = {
-            name: value for name, value in self.names.items() if name in RESERVED or NUMBERED.fullmatch(name)
+            name: value
+            for name, value in self.names.items()
+            if name in RESERVED or NUMBERED.fullmatch(name) or name in (tools or {})
         }
         if profile == "official":
             self.reserved["answer"] = self.answer

@@ -39,12 +39,13 @@ READY = "ready"  # {pid}
 EXEC_RESULT = "exec_result"
 VAR_RESULT = "var_result"  # {id, ok, value_json | text | error}
 # RPC: {id, method, params}; params: llm_query {prompt, model}, llm_query_batched {prompts, model},
-# rlm_query {prompt, model, context}, rlm_query_batched {prompts, model, contexts}
+# rlm_query {prompt, model, context}, rlm_query_batched {prompts, model, contexts}, tool {name, args:
+# [...], kwargs: {...}} (one of the user's tools, run on the host; see rlmx.engine.tools)
 RPC = "rpc"
 WORKER_TO_HOST = frozenset({READY, EXEC_RESULT, VAR_RESULT, RPC})
 
 # the operations a worker may ask of the host, and nothing else
-RPC_METHODS = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched"})
+RPC_METHODS = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "tool"})
 
 # INIT's context_kind when the worker was forked from a zygote that already holds the context
 INHERITED = "inherited"

@@ -232,7 +232,25 @@ class Worker:
             host=self,
             cache_dir=options.get("cache_dir"),
             profile=str(options.get("profile") or "rlmx"),
+            tools=self.tools(options),
         )
+
+    def tools(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The user's tools (see rlmx.repl.tools); a REPL without any never imports that module."""
+        if not options.get("tools") and not options.get("tool_values"):
+            return {}
+        from rlmx.repl.tools import repl_tools
+
+        return repl_tools(options, self.tool_call)
+
+    def tool_call(self, params: dict[str, Any]) -> Any:
+        """A stub's call, already checked in the REPL: its failure is the cell's ToolError."""
+        try:
+            return self.call("tool", params)
+        except SubcallError as exc:
+            from rlmx.repl.tools import ToolError
+
+            raise ToolError(str(exc)) from None
 
     # --- output capture and the per-cell CPU limit (the local backend overrides these) ---------------
     def redirect(self, out: CappedWriter) -> Any:

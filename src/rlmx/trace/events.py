@@ -255,6 +255,22 @@ class ModelSubstituted(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ToolCall(Event):
+    """A call of one of the user's tools from model code (its `parent_id` is the cell's exec id). The
+    arguments and the result are excerpts of their JSON. `thread_left_running`: a sync tool ran past its
+    timeout; the model got the error, and its thread, which cannot be stopped, was left to finish."""
+
+    TYPE: ClassVar[str] = "tool_call"
+    name: str = ""
+    duration_s: float = 0.0
+    ok: bool = True
+    error: str | None = None
+    arguments: Excerpt | None = None
+    result: Excerpt | None = None
+    thread_left_running: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
 class Compaction(Event):
     TYPE: ClassVar[str] = "compaction"
     iteration: int | None = None
@@ -352,6 +368,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ChildEnd,
         Fallback,
         ModelSubstituted,
+        ToolCall,
         Compaction,
         Limit,
         OutputRejected,
