@@ -60,6 +60,7 @@ def ask(
     no_trace: opt.NoTrace = False,
     trace_full: opt.TraceFull = False,
     sandbox: opt.Sandbox = "process",
+    tools: opt.Tools = [],  # noqa: B006
     as_json: opt.Json = False,
     output_schema: opt.OutputSchema = None,
     quiet: opt.Quiet = False,
@@ -76,6 +77,7 @@ def ask(
     from rlmx.engine.progress import progress_sink
     from rlmx.pricing import Pricing, parse_price_specs
     from rlmx.rlm import RLM
+    from rlmx.tools import load_all
 
     cfg = load_config(config_file)
     choice = choose_models(model, sub_model, cfg, base_url=base_url)
@@ -91,6 +93,7 @@ def ask(
         max_errors=max_errors,
     )
     sandbox_settings = sandbox_choice(sandbox)
+    tool_set = load_all(tools) if tools else None  # refused here (import, names) before any model call
     ctx = context_from_specs(context, include=include, exclude=exclude, gitignore=not no_gitignore)
     if ctx is not None and not allow_empty_context:
         ctx.check_usable()  # refused here: the skipped-files line would only repeat the refusal
@@ -128,6 +131,7 @@ def ask(
         sandbox=sandbox_settings,
         allow_empty_context=allow_empty_context,
         prompt=prompt or cfg.prompt or "rlmx",
+        tools=tool_set,
         system_prompt_append=read_append(system_prompt_append)
         if system_prompt_append
         else cfg.system_prompt_append,

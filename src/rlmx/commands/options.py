@@ -244,6 +244,15 @@ Sandbox = Annotated[
         "process-unisolated (reduced isolation, recorded in the trace), local (UNSAFE: in this process)."
     ),
 ]
+Tools = Annotated[
+    list[str],
+    typer.Option(
+        "--tools",
+        metavar="MODULE:ATTR",
+        help="Your own tools in the REPL: MODULE:ATTR names a dict (name -> function or value) or a list of "
+        "functions, importable here (on PYTHONPATH); the functions run in this process. Repeatable.",
+    ),
+]
 Trace = Annotated[
     Path | None,
     typer.Option(
