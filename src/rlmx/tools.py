@@ -11,7 +11,6 @@ See docs/tools.md.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 import keyword
@@ -20,14 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlmx.errors import ConfigError
-from rlmx.repl.namespace import NUMBERED, RESERVED
 from rlmx.repl.tools import ANY_ARGS, signature_text
 
 TOOL_TIMEOUT_S = 30.0  # a call's time on the host, unless the tool or the RLM says otherwise
 TOOL_MAX_BYTES = 1_000_000  # a call's arguments, and its result, as JSON
 TOOL_OPTIONS = ("tools", "tool_values", "tool_max_bytes")  # the keys of `context_options` tools use
-# names the REPL gives besides the reserved ones; a tool may not take them either
-TAKEN = RESERVED | {"answer", "ctx", "ToolError"}
+# names the REPL gives besides its reserved ones (rlmx.repl.namespace); a tool may not take them either
+ALSO_TAKEN = frozenset({"answer", "ctx", "ToolError"})
 
 
 @dataclass(frozen=True)
@@ -87,11 +85,14 @@ def annotation_text(annotation: Any) -> str:
 
 
 def check_name(name: Any) -> str:
+    from rlmx.repl.namespace import NUMBERED, RESERVED  # only when there are tools: its imports cost ~8 ms
+
+    taken = RESERVED | ALSO_TAKEN
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
         raise ConfigError(f"tool name {name!r} is not a Python identifier; the REPL could not call it")
-    if name in TAKEN or NUMBERED.fullmatch(name):
+    if name in taken or NUMBERED.fullmatch(name):
         raise ConfigError(
-            f"tool name {name!r} is taken: the REPL already gives that name ({', '.join(sorted(TAKEN))}, "
+            f"tool name {name!r} is taken: the REPL already gives that name ({', '.join(sorted(taken))}, "
             "context_N and history_N are reserved); rename the tool"
         )
     if name.startswith("__"):
@@ -244,6 +245,8 @@ class RunTools:
 
 def load_tools(spec: str) -> ToolSet:
     """`MODULE:ATTR` (the CLI's --tools): the attribute, a dict or a list of callables, importable here."""
+    import importlib
+
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError(f"--tools {spec!r}: give MODULE:ATTR, e.g. mytools:TOOLS")
