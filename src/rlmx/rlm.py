@@ -6,11 +6,10 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlmx.answer import Answer
 from rlmx.context.context import Context
@@ -18,14 +17,14 @@ from rlmx.context.prefilter import Prefilter
 from rlmx.engine.ledger import Ledger
 from rlmx.engine.node import Node
 from rlmx.engine.profiles import SYSTEM_PROMPT_VERSION, PromptProfile
-from rlmx.engine.result import NodeResult
+from rlmx.engine.result import NodeResult, RunResult
+from rlmx.engine.runtime import UnwaitedExecutor, budget_warnings, unpriced_warning
 from rlmx.engine.tree import Models, Pricer, RunTree, check_budget_for_first_call
 from rlmx.errors import ConfigError, RLMError
 from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import LM, BaseLM
 from rlmx.lm.cache import ResponseCache, open_cache, with_cache
 from rlmx.lm.registry import ModelOptions, resolve_model
-from rlmx.outcomes import AnswerSource, StopReason
 from rlmx.paths import search_cache_dir, trace_dir
 from rlmx.sandbox.base import SandboxFactory, SandboxSettings
 from rlmx.tools import TOOL_MAX_BYTES, TOOL_TIMEOUT_S, RunTools
@@ -33,57 +32,15 @@ from rlmx.trace.events import RunEnd, RunStart, excerpt
 from rlmx.trace.writer import Emitter, Sink, TraceWriter
 from rlmx.typed import OutputSpec
 
+if TYPE_CHECKING:
+    from rlmx.engine.session import SessionRun
+    from rlmx.session import AsyncSession, Session
 
-@dataclass
-class RunResult:
-    answer: Any  # the FINAL value: a str, or a JSON value from FINAL_VAR; None when there is none
-    # final | max_iterations | max_llm_calls | max_total_tokens | max_cost_usd | timeout | error | interrupted
-    stopped_by: StopReason
-    iterations: int  # root turns
-    usage: dict[str, Any]
-    trace_path: str | None
-    elapsed_s: float
-    error: str | None = None
-    run_id: str = ""
-    parsed: Any = None  # the typed answer (a pydantic object, or the JSON value) when `output` was given
-    # where the answer came from: final (FINAL(...)), final_var (FINAL_VAR(name)), prose (a forced final
-    # reply without FINAL, code removed), none (no answer: `answer` is None)
-    answer_source: AnswerSource = "none"
-
-    @property
-    def ok(self) -> bool:
-        return self.stopped_by == "final"
-
-    @property
-    def answered(self) -> bool:
-        """An answer was produced and nothing failed: `final`, or a limit's forced final answer."""
-        return self.answer_source != "none" and self.error is None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "answer": self.answer,
-            "answer_source": self.answer_source,
-            "stopped_by": self.stopped_by,
-            "iterations": self.iterations,
-            "usage": self.usage,
-            "trace_path": self.trace_path,
-            "elapsed_s": round(self.elapsed_s, 3),
-            "error": self.error,
-            "run_id": self.run_id,
-        }
+__all__ = ["RLM", "RunResult", "UnwaitedExecutor", "budget_warnings", "unpriced_warning"]
 
 
 def _spec_key(spec: Any) -> Any:
     return spec if spec is None or isinstance(spec, (str, bool, Path)) else id(spec)
-
-
-class UnwaitedExecutor(ThreadPoolExecutor):
-    """The default executor of a loop `RLM.run()` owns. Shutting it down never waits for its threads:
-    `asyncio.run` would otherwise wait, at its end, for a thread stuck in a call the run abandoned at
-    its deadline."""
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        super().shutdown(wait=False, cancel_futures=True)
 
 
 def make_sandbox_factory(settings: SandboxSettings) -> Callable[[], SandboxFactory]:
@@ -196,6 +153,23 @@ class RLM:
         if self.sandbox.backend in ("process", "process-unisolated"):
             import rlmx.sandbox.process  # noqa: F401  (the run's zygote and workers)
 
+    def session(
+        self, context: Any = None, limits: Limits | None = None, *, idle_timeout_s: float | None = None
+    ) -> Session:
+        """A conversation whose questions share one REPL: `with rlm.session(ctx) as s: s.ask(q)`.
+        `limits`: session-wide bounds beside each question's (see rlmx.session)."""
+        from rlmx.session import Session
+
+        return Session(self, context, limits, idle_timeout_s=idle_timeout_s)
+
+    def asession(
+        self, context: Any = None, limits: Limits | None = None, *, idle_timeout_s: float | None = None
+    ) -> AsyncSession:
+        """`session`, for an event loop: `async with rlm.asession(ctx) as s: await s.aask(q)`."""
+        from rlmx.session import AsyncSession
+
+        return AsyncSession(self, context, limits, idle_timeout_s=idle_timeout_s)
+
     def run(self, question: str, context: Any = None, *, output: Any = None) -> RunResult:
         """Synchronous wrapper around `arun`. Returns at the run's deadline even when a thread the run
         started is still stuck (a DNS lookup, an in-process model): the loop does not wait for it."""
@@ -235,9 +209,11 @@ class RLM:
         context_note: str | None = None,
         output: Any = None,
         run_id: str | None = None,
+        session: SessionRun | None = None,
     ) -> RunResult:
         """Answer `question` about `context`. `output`: a pydantic type, a JSON schema dict or an
-        `rlmx.typed.OutputSpec`; the answer is then validated (see rlmx.typed) and parsed into `.parsed`."""
+        `rlmx.typed.OutputSpec`; the answer is then validated (see rlmx.typed) and parsed into `.parsed`.
+        `session` (given by `rlmx.session`): the run is a question of that session, in its REPL."""
         if not isinstance(question, str) or not question.strip():
             raise ConfigError("the question must be a non-empty string")
         output_spec = OutputSpec.of(output)
@@ -252,6 +228,8 @@ class RLM:
         started = time.monotonic()
         run_id = run_id or uuid.uuid4().hex[:12]  # a server may choose it, to name the run before it starts
         trace_path = self._trace_path(run_id)
+        if session:
+            trace_path = session.trace_file(trace_path, given=self.trace is not True)
         sinks: list[Sink] = []
         writer = TraceWriter(trace_path) if trace_path else None
         if writer:
@@ -259,8 +237,9 @@ class RLM:
         if self.on_event:
             sinks.extend(self.on_event if isinstance(self.on_event, list) else [self.on_event])
         emitter = Emitter(sinks)
-        ledger = Ledger(self.limits)
-        sandboxes = self._sandbox_factory()  # this run's REPLs; the process backends share one zygote
+        ledger = Ledger(self.limits, parent=session.ledger if session else None)
+        # this run's REPLs (the process backends share one zygote); a session's outlive the run
+        sandboxes = session.sandboxes if session else self._sandbox_factory()
         tree = RunTree(
             limits=self.limits,
             models=self._models,
@@ -275,11 +254,15 @@ class RLM:
             tools=self._tools,
         )
         meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
-        payload = ctx.payload(
-            query=question, prefilter=self.prefilter, note=context_note, cache_dir=search_cache_dir()
-        )
-        options = {**payload.options, "profile": self._profile.dialect, **self._tools.repl_options(0)}
-        payload = replace(payload, options=options)
+        payload = session.payload if session and session.payload else None
+        if payload is None:
+            payload = ctx.payload(
+                query=question, prefilter=self.prefilter, note=context_note, cache_dir=search_cache_dir()
+            )
+            options = {**payload.options, "profile": self._profile.dialect, **self._tools.repl_options(0)}
+            payload = replace(payload, options={**options, **({"session": True} if session else {})})
+        if session:
+            session.payload = payload  # the same object every question: workers inherit the zygote's copy
         root = Node(
             tree,
             depth=0,
@@ -289,7 +272,11 @@ class RLM:
             parent_id=None,
             output=output_spec,
             check_loaded=None if context is None or self.allow_empty_context else ctx.check_loaded,
+            repl=session.repl if session else None,
+            note=session.note if session else "",
         )
+        if session:
+            session.root = root
         check_budget_for_first_call(tree, question, meta, output_spec)
         emitter.emit(
             RunStart(
@@ -308,6 +295,7 @@ class RLM:
                 prompt_profile=self._profile.name,
                 sampling=self._sampling_record(),
                 output_schema=output_spec.schema if output_spec else None,
+                session_id=session.id if session else None,
             )
         )
         try:
@@ -334,7 +322,8 @@ class RLM:
                 raise
             usage = self._end_record(emitter, root, result, ledger, started)
         finally:
-            await sandboxes.aclose()
+            if session is None:
+                await sandboxes.aclose()
             if writer:
                 writer.close()
         return RunResult(
@@ -406,20 +395,3 @@ class RLM:
         except asyncio.TimeoutError:
             ledger.timed_out = True
         return await root.answer_after_timeout()
-
-
-def budget_warnings(unpriced: list[str], limits: Limits) -> list[str]:
-    return [unpriced_warning(unpriced, limits)] if unpriced and limits.max_cost_usd is not None else []
-
-
-def unpriced_warning(models: list[str], limits: Limits, *, refused: bool = False) -> str:
-    """One line: which models have no price, what that means for max_cost_usd, and how to fix it."""
-    names = ", ".join(models)
-    fix = f"give a price with --price {models[0]}=IN,OUT (USD per million tokens) or Pricing(overrides=...)"
-    if refused:
-        return (
-            f"max_cost_usd={limits.max_cost_usd} cannot be enforced: no price is known for {names}; {fix}, "
-            "or run anyway with --allow-unknown-price / allow_unpriced=True"
-        )
-    budget = limits.max_cost_usd
-    return f"no price is known for {names}: its calls are not counted against max_cost_usd={budget}"

@@ -9,10 +9,10 @@ from typing import Any, TypedDict, TypeVar
 from rlmx.answer import Answer, from_wire
 from rlmx.context.metadata import render
 from rlmx.context.payload import ContextPayload
+from rlmx.engine.compaction import compact
 from rlmx.engine.finals import literal_answer
 from rlmx.engine.history import History
 from rlmx.engine.parse import parse_reply, prose_of
-from rlmx.engine.profiles import compaction_request
 from rlmx.engine.repl_handle import ReplHandle
 from rlmx.engine.result import NodeResult
 from rlmx.engine.subcalls import SubCalls
@@ -24,7 +24,6 @@ from rlmx.sandbox.base import ExecResult
 from rlmx.trace.events import (
     ChildEnd,
     ChildStart,
-    Compaction,
     Error,
     Event,
     Exec,
@@ -59,6 +58,8 @@ class Node:
         batch_id: str | None = None,
         check_loaded: Callable[[dict[str, Any]], None] | None = None,
         lm: BaseLM | None = None,
+        repl: ReplHandle | None = None,
+        note: str = "",
     ) -> None:
         self.tree = tree
         self.check_loaded = check_loaded  # root only: refuses a context found empty once the worker read it
@@ -74,7 +75,8 @@ class Node:
         self.id = node_id or tree.emitter.new_id()
         self.lm = lm or tree.models.for_depth(depth)  # a child's model may be named by rlm_query(model=)
         self.sub_lm = tree.models.for_depth(depth + 1)
-        self.repl = ReplHandle(tree.sandbox_factory())
+        self.repl = repl or ReplHandle(tree.sandbox_factory())  # a session's root keeps the session's
+        self.note = note  # lines the opening adds after the context's description (a session's)
         self.history = History(
             tree.history_settings, tree.history_settings.context_window or tree.models.window(self.lm)
         )
@@ -156,11 +158,13 @@ class Node:
             system = system.rstrip("\n") + "\n\n" + self.output.prompt()
         self.history.append({"role": "system", "content": system})
         await self._measured_meta()
-        self.history.append({"role": "user", "content": profile.opening(self.meta, self.question)})
+        self.history.append(
+            {"role": "user", "content": profile.opening(self.meta + self.note, self.question)}
+        )
         for iteration in range(1, limits.max_iterations + 1):
             self.iteration = iteration
             if self.history.needs_compaction():
-                await self._compact()
+                await compact(self)
             turn = profile.turn_prompt(iteration, limits.max_iterations)
             if turn is not None:
                 self.history.append({"role": "user", "content": turn})
@@ -328,34 +332,6 @@ class Node:
         if not reply.get("ok"):
             return final, f"FINAL_VAR({final.var}) failed: {reply.get('error')}. Assign the variable first."
         return from_wire({**reply, "kind": "final_var"}), None
-
-    async def _compact(self) -> None:
-        old = self.history.turns_to_condense()
-        digest = "\n\n".join(f"[{m['role']}]\n{str(m['content'])[:4000]}" for m in old)
-        ask = compaction_request(self.question, self.history.summary, digest)
-        summary: str | None = None
-        try:
-            summary = (
-                await self.tree.call_model(
-                    self.lm,
-                    ask,
-                    depth=self.depth,
-                    parent_id=self.id,
-                    purpose="compaction",
-                    iteration=self.iteration,
-                )
-            ).text
-        except (BudgetExhausted, ModelError) as exc:
-            self.emit(Error(**self.here(), message=f"compaction summary skipped: {exc}", recoverable=True))
-        self.history.compact(summary)
-        self.emit(
-            Compaction(
-                **self.here(),
-                iteration=self.iteration,
-                condensed_upto=self.history.compacted_upto,
-                view_tokens=self.history.view_tokens(),
-            )
-        )
 
     async def _forced_final(self, reason: LimitReason) -> NodeResult:
         """A limit stopped the loop: one call asking for an answer from what is known. Its answer is the

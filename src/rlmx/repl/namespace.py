@@ -89,6 +89,8 @@ class ReplNamespace:
         self.profile = "rlmx"
         self.answer: dict[str, Any] = {"content": "", "ready": False}  # the REPL's own `answer` dict
         self.reserved: dict[str, Any] = {}  # reserved name -> the object it must keep
+        self.mirror: list[dict[str, Any]] = []  # the list the host's messages are appended to
+        self.cache_dir: str | None = None
 
     def fill(
         self,
@@ -100,14 +102,18 @@ class ReplNamespace:
         cache_dir: str | None = None,
         profile: str = "rlmx",
         tools: dict[str, Any] | None = None,
+        session: bool = False,
     ) -> None:
         """Give the cells their names. `view` is `context`'s text view; `cache_dir` is where `search` may
         keep its index (None: in memory); `profile` is "rlmx" or "official"; `tools` are the user's
-        (stubs of host functions and copies of values), reserved like the REPL's own names."""
+        (stubs of host functions and copies of values), reserved like the REPL's own names; `session`:
+        the REPL of a session, whose later values the host adds with `put`."""
         if profile not in PROFILES:
             raise ValueError(f"unknown REPL profile {profile!r}; use one of {', '.join(PROFILES)}")
         self.profile = profile
-        index = search.SearchIndex(view, cache_dir=cache_dir)
+        self.cache_dir = cache_dir
+        self.mirror = history
+        bound = self._context_names(context, view)
         self.names.update(
             __name__="__main__",
             context=context,
@@ -118,18 +124,18 @@ class ReplNamespace:
             llm_query_batched=host.llm_query_batched,
             rlm_query=host.rlm_query,
             rlm_query_batched=host.rlm_query_batched,
-            peek=lambda start=0, length=2000: helpers.peek(view, start, length),
-            grep=lambda pattern, **kw: helpers.grep(view, pattern, **kw),
-            partition=lambda n=None, **kw: helpers.partition(
-                context, view, n, count=tokens.count_batch, **kw
-            ),
+            peek=bound["peek"],
+            grep=bound["grep"],
+            partition=bound["partition"],
             count_tokens=tokens.count_tokens,
-            search=index.search,
+            search=bound["search"],
             Match=helpers.Match,
             SHOW_VARS=self.SHOW_VARS,
             FINAL=self.FINAL,
             FINAL_VAR=self.FINAL_VAR,
         )
+        if session:  # a session's REPL: its first context is also `context_0`
+            self.names["context_0"] = context
         self.names.update(tools or {})
         self.reserved = {
             name: value
@@ -138,6 +144,48 @@ class ReplNamespace:
         }
         if profile == "official":
             self.reserved["answer"] = self.answer
+
+    def bind_context(self, context: Any, view: TextView) -> None:
+        """Make `context` (and `ctx`) this value, with the helpers that read it."""
+        bound = self._context_names(context, view)
+        self.names.update(bound, ctx=context)
+        self.reserved.update(bound)  # the names keep the new objects from now on
+
+    def _context_names(self, context: Any, view: TextView) -> dict[str, Any]:
+        """`context` and the helpers that read it: `peek`, `grep`, `partition`, `search`."""
+        index = search.SearchIndex(view, cache_dir=self.cache_dir)
+        return {
+            "context": context,
+            "peek": lambda start=0, length=2000: helpers.peek(view, start, length),
+            "grep": lambda pattern, **kw: helpers.grep(view, pattern, **kw),
+            "partition": lambda n=None, **kw: helpers.partition(
+                context, view, n, count=tokens.count_batch, **kw
+            ),
+            "search": index.search,
+        }
+
+    def put(self, name: str, value: Any) -> None:
+        """A value the host puts into a live REPL (a session): `context_N` (`context_0` also becomes
+        `context`), `history_N` (under the official profile `history_0` is also `history`), or
+        `history`: the list this question's messages are mirrored into from now on. Each is reserved:
+        put back after every cell if the code rebinds it."""
+        if name == "history":
+            if not isinstance(value, list):
+                raise TypeError("history must be a list of messages")
+            self.mirror = value
+            if not (self.profile == "official" and "history_0" in self.reserved):
+                self._reserve("history", value)
+            return
+        if NUMBERED.fullmatch(name) is None:
+            raise ValueError(f"the host cannot put {name!r}: only context_N, history_N and history")
+        self._reserve(name, value)
+        if name == "context_0":
+            self.bind_context(value, text_view(value))
+        elif name == "history_0" and self.profile == "official":
+            self._reserve("history", value)
+
+    def _reserve(self, name: str, value: Any) -> None:
+        self.names[name] = self.reserved[name] = value
 
     # --- what a cell may call ------------------------------------------------------------------
     def FINAL(self, value: Any) -> None:
@@ -217,8 +265,8 @@ class ReplNamespace:
         return restored
 
     def extend_history(self, messages: list[dict[str, Any]]) -> None:
-        """Messages of the run the host appends to `history` before a cell."""
-        self.reserved["history"].extend(messages)
+        """Messages of the run the host appends to `history` (this question's) before a cell."""
+        self.mirror.extend(messages)
 
 
 def restored_note(names: list[str]) -> str:

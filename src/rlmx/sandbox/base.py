@@ -75,6 +75,9 @@ class Sandbox(Protocol):
 
     async def get_var(self, name: str) -> dict[str, Any]: ...
 
+    # a session's value under a reserved name (context_N, history_N, history), kept across restarts
+    async def put(self, name: str, payload: ContextPayload) -> None: ...
+
     async def close(self) -> None: ...
 
 

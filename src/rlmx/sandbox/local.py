@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
-from rlmx.context.payload import ContextPayload
+from rlmx.context.payload import ContextPayload, load_payload
 from rlmx.errors import BudgetExhausted, RLMError, SandboxError
 from rlmx.sandbox import wire
 from rlmx.sandbox.base import ExecResult, RpcHandler, SandboxSettings
@@ -115,6 +115,7 @@ class LocalSandbox:
         self.worker: LocalWorker | None = None
         self.executor: ThreadPoolExecutor | None = None
         self.restarts = 0
+        self.extras: dict[str, ContextPayload] = {}  # a session's values, put into every new REPL
 
     async def start(self, payload: ContextPayload) -> None:
         _install_router()
@@ -130,6 +131,8 @@ class LocalSandbox:
             "output_chars": self.settings.output_chars,
         }
         worker.init(init, self.payload.data())
+        for name, payload in self.extras.items():
+            worker.repl.put(name, load_payload(payload).value)
         self.worker = worker
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="rlmx-local-repl")
 
@@ -196,6 +199,15 @@ class LocalSandbox:
             duration_s=time.monotonic() - started,
             variables=list(reply.get("variables") or []),
         )
+
+    async def put(self, name: str, payload: ContextPayload) -> None:
+        """A session's value put into the REPL (see ProcessSandbox.put)."""
+        if name == "history":
+            self.history = []
+        else:
+            self.extras[name] = payload
+        if self.worker is not None:
+            self.worker.repl.put(name, load_payload(payload).value)
 
     async def get_var(self, name: str) -> dict[str, Any]:
         if self.worker is None:

@@ -56,6 +56,8 @@ class ProcessSandbox:
         self.inherited = False  # the worker shares the zygote's copy of the context
         self.generation = 0  # which worker this is: a reply meant for a replaced one is dropped
         self.context_stats: dict[str, Any] | None = None
+        # a session's values put into the REPL (context_N, history_N), put again into every new worker
+        self.extras: dict[str, ContextPayload] = {}
 
     # --- life cycle ---------------------------------------------------------------------------------
     async def start(self, payload: ContextPayload) -> None:
@@ -96,6 +98,45 @@ class ProcessSandbox:
             raise SandboxError(f"REPL worker failed to start: {detail or ready!r}")
         self.pid = int(ready.get("pid", 0)) or None
         self.context_stats = ready.get("context_stats")  # what the worker loaded (rlmx.context.metadata)
+        try:
+            for name, payload in self.extras.items():
+                await self._put(name, payload)
+        except (EOFError, ConnectionError, BrokenPipeError, asyncio.TimeoutError, SandboxError) as exc:
+            await self._kill()
+            raise SandboxError(f"REPL worker failed to take the session's values: {exc}") from exc
+
+    async def put(self, name: str, payload: ContextPayload) -> None:
+        """Put a session's value into the REPL under a reserved name (see wire.PUT); it is put into
+        every worker started after this one too. `history` (an empty list: a new question) is carried
+        by INIT instead. A worker found dead is restarted (`restarts` counts it)."""
+        if name == "history":
+            self.history = []
+        else:
+            self.extras[name] = payload
+        if self.handle is None:
+            return  # not started: the start puts it
+        await self._died_between_cells()  # a restart puts everything again
+        try:
+            await self._put(name, payload)
+        except (EOFError, ConnectionError, BrokenPipeError):
+            await self.restart()
+
+    async def _put(self, name: str, payload: ContextPayload) -> None:
+        self.next_id += 1
+        await self._send(
+            {"type": wire.PUT, "id": self.next_id, "name": name, "context_kind": payload.kind}, payload
+        )
+        item = await asyncio.wait_for(self.frames.get(), self.settings.start_timeout_s)
+        if item is _EOF:
+            raise EOFError("the REPL worker is gone")
+        if (
+            not isinstance(item, dict)
+            or item.get("type") != wire.PUT_RESULT
+            or item.get("id") != self.next_id
+        ):
+            raise ProtocolViolation(f"REPL worker answered put with {str(item)[:200]}")
+        if not item.get("ok"):
+            raise SandboxError(f"the REPL could not take {name}: {item.get('error')}")
 
     async def _read_frames(self, reader: asyncio.StreamReader) -> None:
         try:

@@ -30,7 +30,11 @@ GET_VAR = "get_var"  # {id, name}
 # (the worker prints each note in the cell's output as "[rlmx] <note>" and returns `value`)
 RPC_RESULT = "rpc_result"
 SHUTDOWN = "shutdown"
-HOST_TO_WORKER = frozenset({INIT, EXEC, GET_VAR, RPC_RESULT, SHUTDOWN})
+# PUT: {id, name, context_kind: "inline-text"|"inline-json"|"none"}, blob = the value: a session's value
+# put into a live REPL under a reserved name (`context_N`, `history_N`, or `history`: the list the
+# current question's messages are mirrored into). Files are read by the host first: never "files".
+PUT = "put"
+HOST_TO_WORKER = frozenset({INIT, EXEC, GET_VAR, RPC_RESULT, SHUTDOWN, PUT})
 
 # worker -> host
 READY = "ready"  # {pid}
@@ -38,11 +42,12 @@ READY = "ready"  # {pid}
 # {kind: "final"|"final_var"|"answer_dict", text | json}
 EXEC_RESULT = "exec_result"
 VAR_RESULT = "var_result"  # {id, ok, value_json | text | error}
+PUT_RESULT = "put_result"  # {id, ok, error?}
 # RPC: {id, method, params}; params: llm_query {prompt, model}, llm_query_batched {prompts, model},
 # rlm_query {prompt, model, context}, rlm_query_batched {prompts, model, contexts}, tool {name, args:
 # [...], kwargs: {...}} (one of the user's tools, run on the host; see rlmx.engine.tools)
 RPC = "rpc"
-WORKER_TO_HOST = frozenset({READY, EXEC_RESULT, VAR_RESULT, RPC})
+WORKER_TO_HOST = frozenset({READY, EXEC_RESULT, VAR_RESULT, RPC, PUT_RESULT})
 
 # the operations a worker may ask of the host, and nothing else
 RPC_METHODS = frozenset({"llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "tool"})

@@ -16,13 +16,12 @@ import resource
 import signal
 import sys
 import threading
-import traceback
-from collections import deque
 from typing import Any
 
 from rlmx.repl.namespace import ReplNamespace, check_model_name, encode_value, restored_note, text_view
 from rlmx.repl.textview import TextView
 from rlmx.sandbox import wire
+from rlmx.sandbox.capture import CappedWriter, short_traceback
 
 MAX_PROMPT_CHARS = 16_000_000
 
@@ -65,54 +64,6 @@ class SubcallError(RuntimeError):
 
 class CPUTimeExceeded(BaseException):
     """Raised inside the REPL when a cell has used up its CPU time (RLIMIT_CPU's soft limit)."""
-
-
-class CappedWriter:
-    """A text sink keeping the first and last `limit` characters and counting the rest."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.head: list[str] = []
-        self.head_len = 0
-        self.tail: deque[str] = deque()
-        self.tail_len = 0
-        self.total = 0
-        self.lock = threading.Lock()
-
-    def write(self, s: str) -> int:
-        if not isinstance(s, str):
-            s = str(s)
-        with self.lock:
-            self.total += len(s)
-            room = self.limit - self.head_len
-            if room > 0:
-                self.head.append(s[:room])
-                self.head_len += min(room, len(s))
-                s = s[room:]
-            if s:
-                self.tail.append(s)
-                self.tail_len += len(s)
-                while self.tail and self.tail_len - len(self.tail[0]) >= self.limit:
-                    self.tail_len -= len(self.tail.popleft())
-        return len(s)
-
-    def flush(self) -> None:
-        return None
-
-    def isatty(self) -> bool:
-        return False
-
-    def render(self) -> str:
-        head = "".join(self.head)
-        tail = "".join(self.tail)
-        if self.total <= self.limit:
-            return head + tail
-        whole = head + tail if self.total == len(head) + len(tail) else None
-        tail_len = self.limit // 2
-        head_len = self.limit - tail_len
-        tail_text = (whole if whole is not None else tail)[-tail_len:] if tail_len else ""
-        omitted = self.total - head_len - len(tail_text)
-        return f"{head[:head_len]}\n[{omitted} characters omitted]\n{tail_text}"
 
 
 class Worker:
@@ -233,7 +184,19 @@ class Worker:
             cache_dir=options.get("cache_dir"),
             profile=str(options.get("profile") or "rlmx"),
             tools=self.tools(options),
+            session=bool(options.get("session")),
         )
+
+    def put(self, message: dict[str, Any], blob: bytes) -> dict[str, Any]:
+        """A session's value put into this live REPL (wire.PUT); files never come this way."""
+        kind = str(message.get("context_kind") or "none")
+        try:
+            if kind not in ("inline-text", "inline-json", "none"):
+                raise ValueError(f"a value put into a live REPL cannot be of kind {kind!r}")
+            self.repl.put(str(message.get("name")), _load_payload(kind, blob, {}).value)
+        except (ValueError, TypeError) as exc:
+            return {"ok": False, "error": str(exc)}
+        return {"ok": True}
 
     def tools(self, options: dict[str, Any]) -> dict[str, Any]:
         """The user's tools (see rlmx.repl.tools); a REPL without any never imports that module."""
@@ -369,7 +332,7 @@ class Worker:
             self.out_fd, {"type": wire.READY, "pid": os.getpid(), "context_stats": self.context_stats}
         )
         while True:
-            message, _ = wire.read_frame(self.in_fd)
+            message, blob = wire.read_frame(self.in_fd)
             kind = message.get("type")
             if kind == wire.EXEC:
                 self.repl.extend_history(message.get("history_append") or [])
@@ -380,17 +343,13 @@ class Worker:
             elif kind == wire.GET_VAR:
                 reply = self.get_var(str(message.get("name")))
                 wire.write_frame(self.out_fd, {"type": wire.VAR_RESULT, "id": message["id"], **reply})
+            elif kind == wire.PUT:
+                reply = self.put(message, blob)
+                wire.write_frame(self.out_fd, {"type": wire.PUT_RESULT, "id": message["id"], **reply})
             elif kind == wire.SHUTDOWN:
                 return
             else:
                 raise SystemExit(f"protocol violation: unexpected {kind!r}")
-
-
-def short_traceback(exc: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<cell>"]
-    lines = [f"  line {f.lineno}, in {f.name}" for f in frames[-5:]]
-    head = "Traceback (most recent call last):\n" + "\n".join(lines) + "\n" if lines else ""
-    return head + "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 
 def _capture_fds() -> int:

@@ -88,6 +88,7 @@ class RunStart(Event):
     output_schema: dict[str, Any] | None = None
     unpriced_models: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    session_id: str | None = None  # the session this run is a question of (rlmx.session); None: none
 
     @property
     def question_text(self) -> str:

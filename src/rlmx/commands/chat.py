@@ -1,0 +1,214 @@
+"""`rlmx chat`: questions one after another in one session (one REPL: what the model's code made for a
+question is there for the next). Each line of input is a question; `/context PATH` adds a context
+(`context_1`, ...), `/usage` prints the session's usage so far, `/exit` ends it. On a terminal the
+prompt has line editing and history (readline); otherwise each line of stdin is read as it comes, so a
+conversation can be scripted. The answers go to stdout, progress and per-question usage to stderr."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from rlmx.commands import options as opt
+from rlmx.commands.ask import exit_now, report, sandbox_choice
+from rlmx.errors import ConfigError, RLMError
+
+if TYPE_CHECKING:
+    from rlmx.session import Session
+
+COMMANDS = "/context PATH, /usage, /exit"
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(chat)
+
+
+def chat(
+    context: opt.Context = [],  # noqa: B006
+    include: opt.Include = [],  # noqa: B006
+    exclude: opt.Exclude = [],  # noqa: B006
+    allow_empty_context: opt.AllowEmptyContext = False,
+    no_gitignore: opt.NoGitignore = False,
+    prefilter: opt.Prefilter = None,
+    model: opt.Model = None,
+    sub_model: opt.SubModel = None,
+    base_url: opt.BaseUrl = None,
+    depth_model: opt.DepthModel = [],  # noqa: B006
+    temperature: opt.Temperature = None,
+    top_p: opt.TopP = None,
+    reasoning_effort: opt.ReasoningEffort = None,
+    sub_temperature: opt.SubTemperature = None,
+    sub_top_p: opt.SubTopP = None,
+    sub_reasoning_effort: opt.SubReasoningEffort = None,
+    max_depth: opt.MaxDepth = None,
+    max_iterations: opt.MaxIterations = None,
+    max_llm_calls: opt.MaxLlmCalls = None,
+    max_total_tokens: opt.MaxTotalTokens = None,
+    max_output_tokens: opt.MaxOutputTokens = None,
+    max_cost_usd: opt.MaxCostUsd = None,
+    price: opt.Price = [],  # noqa: B006
+    allow_unknown_price: opt.AllowUnknownPrice = False,
+    timeout: opt.Timeout = None,
+    max_errors: opt.MaxErrors = None,
+    prompt: opt.Prompt = None,
+    system_prompt_append: opt.SystemPromptAppend = None,
+    concurrency: opt.Concurrency = None,
+    cache: opt.Cache = False,
+    config_file: opt.ConfigFile = None,
+    trace: opt.Trace = None,
+    no_trace: opt.NoTrace = False,
+    trace_full: opt.TraceFull = False,
+    sandbox: opt.Sandbox = "process",
+    tools: opt.Tools = [],  # noqa: B006
+    as_json: opt.Json = False,
+    output_schema: opt.OutputSchema = None,
+    quiet: opt.Quiet = False,
+    debug: opt.Debug = False,  # read by rlmx.cli.main() before parsing
+) -> None:
+    """Ask questions one after another over the given context, in one session whose REPL keeps the
+    variables the model made. Limits apply to each question. Commands: /context PATH, /usage, /exit."""
+    from rlmx.commands.prompts import read_append
+    from rlmx.config import choose_models, load_config, parse_depth_models, resolve_models
+    from rlmx.context.loaders import context_from_specs
+    from rlmx.context.prefilter import Prefilter
+    from rlmx.pricing import Pricing, parse_price_specs
+    from rlmx.rlm import RLM
+    from rlmx.tools import load_all
+
+    cfg = load_config(config_file)
+    choice = choose_models(model, sub_model, cfg, base_url=base_url)
+    limits = cfg.make_limits(
+        choice.limits,
+        max_depth=max_depth,
+        max_iterations=max_iterations,
+        max_llm_calls=max_llm_calls,
+        max_total_tokens=max_total_tokens,
+        max_output_tokens=max_output_tokens,
+        max_cost_usd=max_cost_usd,
+        timeout_s=timeout,
+        max_errors=max_errors,
+    )
+    sandbox_settings = sandbox_choice(sandbox)
+    tool_set = load_all(tools) if tools else None
+
+    def load(specs: list[str]) -> Any:
+        ctx = context_from_specs(specs, include=include, exclude=exclude, gitignore=not no_gitignore)
+        if ctx is not None and not allow_empty_context:
+            ctx.check_usable()
+        skipped = ctx.skipped_summary() if ctx is not None else None
+        if skipped:
+            sys.stderr.write(f"rlmx: {skipped}\n")
+        return ctx
+
+    ctx = load(context)
+    output = None
+    if output_schema is not None:
+        from rlmx.typed import load_schema_file
+
+        output = load_schema_file(str(output_schema))
+    if choice.note:
+        sys.stderr.write(choice.note + "\n")
+    models = resolve_models(
+        cfg,
+        choice,
+        parse_depth_models(depth_model),
+        base_url=base_url,
+        concurrency=concurrency,
+        sampling=opt.sampling(temperature, top_p, reasoning_effort),
+        sub_sampling=opt.sampling(sub_temperature, sub_top_p, sub_reasoning_effort),
+    )
+    rlm = RLM(
+        models.root,
+        sub_model=models.sub,
+        models_by_depth=dict(models.by_depth),
+        cache=(cfg.cache_path or True) if (cache or cfg.cache_enabled) else None,
+        limits=limits,
+        trace=False if no_trace else (trace or True),
+        pricer=Pricing({**cfg.prices, **parse_price_specs(price)}),
+        allow_unpriced=allow_unknown_price,
+        prefilter=Prefilter.parse(prefilter),
+        excerpt_chars=0 if trace_full else 2_000,
+        sandbox=sandbox_settings,
+        allow_empty_context=allow_empty_context,
+        prompt=prompt or cfg.prompt or "rlmx",
+        tools=tool_set,
+        system_prompt_append=read_append(system_prompt_append)
+        if system_prompt_append
+        else cfg.system_prompt_append,
+    )
+    with rlm.session(ctx) as session:
+        try:
+            converse(session, rlm, load, output=output, as_json=as_json, quiet=quiet)
+        finally:
+            sys.stderr.write(f"rlmx: session: {usage_line(session.usage)}\n")
+    exit_now(0)
+
+
+def converse(session: Session, rlm: Any, load: Any, *, output: Any, as_json: bool, quiet: bool) -> None:
+    """The prompt loop: one line, one question (or a command), until /exit or the end of input."""
+    from rlmx.engine.progress import progress_sink
+
+    for line in lines():
+        if line in ("/exit", "/quit"):
+            return
+        if line == "/usage":
+            typer.echo(f"usage: {usage_line(session.usage)}")
+            continue
+        if line.startswith("/context"):
+            path = line[len("/context") :].strip()
+            try:
+                index = session.add_context(load([path]))
+            except (RLMError, OSError) as exc:
+                sys.stderr.write(f"rlmx: error: {exc}\n")
+                continue
+            typer.echo(f"added {path} as context_{index}")
+            continue
+        if line.startswith("/"):
+            sys.stderr.write(f"rlmx: unknown command {line.split()[0]} (commands: {COMMANDS})\n")
+            continue
+        try:
+            with progress_sink(sys.stderr, quiet=quiet) as sink:
+                rlm.on_event = [sink]
+                result = session.ask(line, output=output)
+        except KeyboardInterrupt:
+            sys.stderr.write("rlmx: interrupted; ask again or /exit\n")
+            continue
+        except ConfigError as exc:
+            sys.stderr.write(f"rlmx: error: {exc}\n")
+            continue
+        report(result, as_json=as_json, quiet=True)
+        if not quiet:
+            sys.stderr.write(f"[rlmx] {result.stopped_by}; {usage_line(result.usage)}\n")
+
+
+def lines() -> Any:
+    """The user's lines, stripped; blank ones skipped. A terminal gets a prompt with readline's line
+    editing and history; piped input is read line by line as it arrives."""
+    interactive = sys.stdin.isatty()
+    if interactive:
+        try:
+            import readline  # noqa: F401  (input() then edits lines and keeps their history)
+        except ImportError:
+            pass
+        sys.stderr.write(f"rlmx chat: one question per line; {COMMANDS}\n")
+    while True:
+        try:
+            line = input("rlmx> ") if interactive else sys.stdin.readline()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if not interactive and not line:
+            return
+        if line.strip():
+            yield line.strip()
+
+
+def usage_line(usage: dict[str, Any]) -> str:
+    calls = usage.get("calls", 0)
+    text = (
+        f"{calls} call{'' if calls == 1 else 's'}, {usage.get('input_tokens', 0):,} input + "
+        f"{usage.get('output_tokens', 0):,} output tokens"
+    )
+    cost = usage.get("cost_usd")
+    return text + (f", ${cost:.4f}" if cost else "")
