@@ -274,3 +274,29 @@ def test_chat_reads_questions_from_stdin(tmp_path: Path) -> None:
     assert "usage: 2 calls" in proc.stdout  # /usage after the first question
     assert "unknown command /nonsense" in proc.stderr
     assert "session: 4 calls" in proc.stderr  # the total when it ends
+
+
+def test_the_readme_example_runs_as_written() -> None:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("## Conversations that keep their REPL", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```\n", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # it asserts its own result
+    assert namespace["second"].answer == "16"
+
+
+def test_a_question_stopped_mid_cell_leaves_a_fresh_repl_for_the_next() -> None:
+    policy = Policy(
+        {
+            "slow": [repl("x = 1\nimport time\ntime.sleep(30)")],
+            "next": [repl("print('x' in globals(), context_0)"), "FINAL(ok)"],
+        }
+    )
+    limits = Limits(timeout_s=2.0, final_reserve_s=0.5)
+    with ScriptedServer(policy) as srv, rlm_for(srv, limits=limits).session(context="ctx") as s:
+        slow = s.ask("slow")
+        after = s.ask("next")
+    assert slow.stopped_by == "timeout" and slow.answer == "forced"
+    assert after.answer == "ok"
+    assert "The REPL was restarted since the last question" in policy.opening("next")
+    assert "False ctx" in policy.feedback("next")
