@@ -420,3 +420,42 @@ def test_ask_takes_tools_from_a_module(tmp_path: Path) -> None:
         )
     assert bad.returncode == 2 and "cannot import 'no_such_module_here'" in bad.stderr
     assert srv.served == 1  # refused before any model call
+
+
+def test_the_config_files_tools_apply_to_ask_and_a_bad_entry_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "cfgtools_for_test.py").write_text(
+        "def triple(n: int) -> int:\n    '''Three times n.'''\n    return 3 * n\n\nTOOLS = [triple]\n"
+    )
+    config = tmp_path / "rlmx-test.toml"
+    config.write_text('tools = ["cfgtools_for_test:TOOLS"]\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    policy = ScriptedModel(root=[repl("FINAL(str(triple(14)))")])
+    with ScriptedServer(policy) as srv:
+        base = [
+            sys.executable,
+            "-m",
+            "rlmx.cli",
+            "ask",
+            "q",
+            "--model",
+            "openai:scripted",
+            "--base-url",
+            srv.url,
+        ]
+        proc = subprocess.run(
+            [*base, "--config", str(config), "--no-trace"],
+            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "42"
+        config.write_text("tools = [1, 2]\n")
+        bad = subprocess.run(
+            [*base, "--config", str(config)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            cwd=tmp_path,
+        )
+    assert bad.returncode == 2 and 'list of "MODULE:ATTR" strings' in bad.stderr
+    assert srv.served == 1

@@ -20,6 +20,9 @@ _EXPORTS = {
     "RLM": "rlmx.rlm",
     "RunResult": "rlmx.rlm",
     "Tool": "rlmx.tools",
+    "Session": "rlmx.session",
+    "AsyncSession": "rlmx.session",
+    "SessionClosed": "rlmx.session",
     "Limits": "rlmx.limits",
     "HistorySettings": "rlmx.limits",
     "SandboxSettings": "rlmx.sandbox.base",
@@ -39,6 +42,7 @@ _EXPORTS = {
 __all__ = [
     "LM",
     "RLM",
+    "AsyncSession",
     "CallSettings",
     "ConfigError",
     "HistorySettings",
@@ -50,6 +54,8 @@ __all__ = [
     "RunResult",
     "SandboxError",
     "SandboxSettings",
+    "Session",
+    "SessionClosed",
     "Tool",
     "Usage",
     "__version__",
@@ -64,6 +70,7 @@ if TYPE_CHECKING:
     from rlmx.lm.registry import ModelOptions, register_provider, resolve_model
     from rlmx.rlm import RLM, RunResult
     from rlmx.sandbox.base import SandboxSettings
+    from rlmx.session import AsyncSession, Session, SessionClosed
     from rlmx.tools import Tool
 
 

@@ -21,6 +21,7 @@ all of them. See docs/providers.md for every key::
     "openai:my-finetune" = [0.30, 1.20]   # USD per million input, output tokens
     [cache]
     enabled = true
+    tools = ["mytools:TOOLS"]        # your own tools in the REPL (docs/tools.md); sub_tools for children
     [profiles.quick]                 # read by `rlmx serve` / `rlmx mcp` only (docs/serve.md)
     model = "openai:gpt-5-nano"
 """
@@ -51,7 +52,7 @@ PROJECT_FILE = "rlmx.toml"
 SUB_SAMPLING_KEYS = {f"sub_{key}": key for key in SAMPLING_KEYS}  # sub_temperature -> temperature
 TOP_KEYS = frozenset(
     {"model", "sub_model", "prompt", "system_prompt_append", "models_by_depth", "limits", "providers"}
-    | {"prices", "cache", "profiles"}
+    | {"prices", "cache", "profiles", "tools", "sub_tools"}
     | set(SAMPLING_KEYS)
     | set(SUB_SAMPLING_KEYS)
 )
@@ -100,6 +101,8 @@ class Config:
     cache_enabled: bool = False
     cache_path: str | None = None
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # [profiles.NAME] for rlmx serve / mcp
+    tools: tuple[str, ...] = ()  # "MODULE:ATTR" specs of the user's tools (rlmx.tools.load_tools)
+    sub_tools: tuple[str, ...] | None = None  # the children's, when they differ (None: the same)
     sources: tuple[str, ...] = ()
 
     def make_limits(self, base: Mapping[str, Any] | None = None, **given: Any) -> Limits:
@@ -247,6 +250,9 @@ def _check(data: dict[str, Any], path: Path) -> None:
             raise ConfigError(f"{path}: [{name}] must be a table")
     depth_entries(f"{path}: [models_by_depth]", data.get("models_by_depth", {}))
     sampling_tables(data, str(path))
+    for key in ("tools", "sub_tools"):
+        if key in data:
+            tool_specs(data[key], f"{path}: {key}")
     for name, table in data.get("profiles", {}).items():  # their keys are checked by rlmx.serve.profiles
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: [profiles.{name}] must be a table")
@@ -297,8 +303,20 @@ def _build(data: dict[str, Any], sources: tuple[str, ...]) -> Config:
         cache_enabled=bool(cache.get("enabled", False)),
         cache_path=cache.get("path"),
         profiles={name: dict(table) for name, table in data.get("profiles", {}).items()},
+        tools=tool_specs(data.get("tools", []), "tools"),
+        sub_tools=tool_specs(data["sub_tools"], "sub_tools") if "sub_tools" in data else None,
         sources=sources,
     )
+
+
+def tool_specs(value: Any, where: str) -> tuple[str, ...]:
+    """A `tools = ["module:attr", ...]` entry (a config file's or a profile's), checked for its shape; the
+    modules are imported later, by the command that runs (rlmx.tools.load_all)."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and ":" in v for v in value):
+        raise ConfigError(f'{where} must be a list of "MODULE:ATTR" strings, e.g. ["mytools:TOOLS"]')
+    return tuple(value)
 
 
 def sampling_tables(table: Mapping[str, Any], where: str) -> tuple[Sampling, Sampling]:

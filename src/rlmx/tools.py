@@ -270,3 +270,15 @@ def load_all(specs: Iterable[str]) -> ToolSet:
     for spec in specs:
         found = found.merged(load_tools(spec))
     return found
+
+
+def load_configured(
+    specs: Iterable[str], sub_specs: Iterable[str] | None = None, extra: Iterable[str] = ()
+) -> tuple[ToolSet | None, ToolSet | None]:
+    """(tools, sub_tools) for an RLM from configuration: `specs` (a config file's or a profile's
+    `tools`) plus `extra` (the command line's --tools) for the root, and for children too unless
+    `sub_specs` (`sub_tools`) is given. None for none given; every module is imported here, on the host,
+    so a bad one is refused before any model call."""
+    root = load_all([*specs, *extra])
+    sub = None if sub_specs is None else load_all(sub_specs)
+    return (root or None), sub

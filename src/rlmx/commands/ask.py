@@ -77,7 +77,7 @@ def ask(
     from rlmx.engine.progress import progress_sink
     from rlmx.pricing import Pricing, parse_price_specs
     from rlmx.rlm import RLM
-    from rlmx.tools import load_all
+    from rlmx.tools import load_configured
 
     cfg = load_config(config_file)
     choice = choose_models(model, sub_model, cfg, base_url=base_url)
@@ -93,7 +93,8 @@ def ask(
         max_errors=max_errors,
     )
     sandbox_settings = sandbox_choice(sandbox)
-    tool_set = load_all(tools) if tools else None  # refused here (import, names) before any model call
+    # the config's tools plus --tools, refused here (import, names) before any model call
+    tool_set, sub_tool_set = load_configured(cfg.tools, cfg.sub_tools, tools)
     ctx = context_from_specs(context, include=include, exclude=exclude, gitignore=not no_gitignore)
     if ctx is not None and not allow_empty_context:
         ctx.check_usable()  # refused here: the skipped-files line would only repeat the refusal
@@ -132,6 +133,7 @@ def ask(
         allow_empty_context=allow_empty_context,
         prompt=prompt or cfg.prompt or "rlmx",
         tools=tool_set,
+        sub_tools=sub_tool_set,
         system_prompt_append=read_append(system_prompt_append)
         if system_prompt_append
         else cfg.system_prompt_append,

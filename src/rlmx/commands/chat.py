@@ -75,7 +75,7 @@ def chat(
     from rlmx.context.prefilter import Prefilter
     from rlmx.pricing import Pricing, parse_price_specs
     from rlmx.rlm import RLM
-    from rlmx.tools import load_all
+    from rlmx.tools import load_configured
 
     cfg = load_config(config_file)
     choice = choose_models(model, sub_model, cfg, base_url=base_url)
@@ -91,7 +91,7 @@ def chat(
         max_errors=max_errors,
     )
     sandbox_settings = sandbox_choice(sandbox)
-    tool_set = load_all(tools) if tools else None
+    tool_set, sub_tool_set = load_configured(cfg.tools, cfg.sub_tools, tools)
 
     def load(specs: list[str]) -> Any:
         ctx = context_from_specs(specs, include=include, exclude=exclude, gitignore=not no_gitignore)
@@ -134,6 +134,7 @@ def chat(
         allow_empty_context=allow_empty_context,
         prompt=prompt or cfg.prompt or "rlmx",
         tools=tool_set,
+        sub_tools=sub_tool_set,
         system_prompt_append=read_append(system_prompt_append)
         if system_prompt_append
         else cfg.system_prompt_append,

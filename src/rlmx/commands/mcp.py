@@ -37,6 +37,7 @@ def mcp(
     max_errors: opt.MaxErrors = None,
     prompt: opt.Prompt = None,
     system_prompt_append: opt.SystemPromptAppend = None,
+    tools: opt.Tools = [],  # noqa: B006
     config_file: opt.ConfigFile = None,
     max_running: Annotated[int, typer.Option(help="Runs at once; more calls wait.")] = 2,
     max_context_bytes: opt.MaxContextBytes = 512 * 2**20,
@@ -62,7 +63,7 @@ def mcp(
 
     The runs use the profiles of --profiles; without it and without --model, the config file's; else one
     profile made of --model (default: the model `rlmx ask` would use), --sub-model, --base-url, --name,
-    the sampling options, the prompt options and the limits."""
+    the sampling options, the prompt options and the limits; --tools adds tools to every profile."""
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import is_loopback, prepare_trace_dir
 
@@ -95,6 +96,7 @@ def mcp(
         max_errors=max_errors,
         prompt=prompt,
         system_prompt_append=system_prompt_append,
+        tools=tools,
     )
     settings = McpSettings(
         profiles=profiles,

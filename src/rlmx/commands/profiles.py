@@ -29,11 +29,12 @@ def load_profiles(
     max_errors: int | None = None,
     prompt: str | None = None,
     system_prompt_append: str | None = None,
+    tools: list[str] | None = None,
 ) -> dict[str, Profile]:
     """The profiles to offer, with every model and prompt profile resolved now: a missing key, an unknown
     provider or an unreadable prompt template fails at start-up, not at the first request. A note on how
     the models were chosen goes to stderr. `system_prompt_append` is the option's value (`@FILE` reads
-    the file)."""
+    the file). `tools`: the --tools given, added to every profile's (their modules are imported now)."""
     from rlmx.commands.prompts import read_append
     from rlmx.config import load_config
     from rlmx.serve.profiles import choose_profiles
@@ -57,10 +58,12 @@ def load_profiles(
         sub_sampling=sub_sampling,
         prompt=prompt,
         system_prompt_append=None if system_prompt_append is None else read_append(system_prompt_append),
+        tools=tuple(tools or ()),
     )
     if note:
         sys.stderr.write(note + "\n")
     for profile in profiles.values():
         profile.prompt_profile()
         profile.models()
+        profile.tool_sets()
     return dict(profiles)

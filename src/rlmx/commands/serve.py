@@ -48,6 +48,7 @@ def serve(
     max_errors: opt.MaxErrors = None,
     prompt: opt.Prompt = None,
     system_prompt_append: opt.SystemPromptAppend = None,
+    tools: opt.Tools = [],  # noqa: B006
     config_file: opt.ConfigFile = None,
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[
@@ -88,7 +89,7 @@ def serve(
 
     The profiles served are those of --profiles; without it and without --model, the config file's; else
     one profile made of --model (default: the model `rlmx ask` would use), --sub-model, --base-url, --name,
-    the sampling options, the prompt options and the limits."""
+    the sampling options, the prompt options and the limits; --tools adds tools to every profile."""
     from rlmx.serve.roots import Roots
     from rlmx.serve.settings import ServeSettings, own_trace_dir, prepare_trace_dir, resolve_token
 
@@ -117,6 +118,7 @@ def serve(
         max_errors=max_errors,
         prompt=prompt,
         system_prompt_append=system_prompt_append,
+        tools=tools,
     )
     settings = ServeSettings(
         profiles=profiles,

@@ -23,10 +23,13 @@ A profile table::
     sub_temperature = 0.7            # the sub-model's (also sub_top_p, sub_reasoning_effort)
     prompt = "official"              # the prompt profile: rlmx, official or a template file
     system_prompt_append = "Answer in French."
+    tools = ["mytools:TOOLS"]        # the user's tools in the REPL (docs/tools.md); sub_tools for children
 
 `models_by_depth` entries are model strings or tables with sampling settings, as in the config file
 (docs/providers.md); the profile's sampling settings, `prompt` and `system_prompt_append` stand over the
-config file's. The prompt profile is read when the server starts, so a bad one stops it there.
+config file's, and so do `tools` / `sub_tools` over the config file's top-level ones (a server's `--tools`
+adds to every profile's). The prompt profile and the tools' modules are read when the server starts, so a
+bad one stops it there.
 
 A caller may lower a profile's limits for one run (`max_depth`, `budget_usd`, ...) but never raise them.
 """
@@ -50,6 +53,7 @@ from rlmx.config import (
     depth_entries,
     resolve_models,
     sampling_tables,
+    tool_specs,
 )
 from rlmx.engine.profiles import PromptProfile
 from rlmx.errors import ConfigError
@@ -74,6 +78,7 @@ MODEL_KEYS = {
     *SUB_SAMPLING_KEYS,
 }
 PROMPT_KEYS = {"prompt", "system_prompt_append"}
+TOOL_KEYS = {"tools", "sub_tools"}
 PROFILES_FILE_KEYS = ("defaults", "profiles")
 # what a caller may lower per run, and the Limits field it lowers
 OVERRIDES = {
@@ -110,7 +115,10 @@ class Profile:
     sampling_by_depth: dict[int, Sampling] = field(default_factory=dict)  # over the config's
     prompt: str | None = None  # the prompt profile: "rlmx" (None), "official" or a template file
     system_prompt_append: str = ""
+    tools: tuple[str, ...] = ()  # "MODULE:ATTR" specs (rlmx.tools.load_tools), imported by tool_sets()
+    sub_tools: tuple[str, ...] | None = None  # the children's, when they differ
     _models: ResolvedModels | None = field(default=None, repr=False)
+    _tool_sets: tuple[Any, Any] | None = field(default=None, repr=False)
     _prompt: PromptProfile | None = field(default=None, repr=False)
     _cache: ResponseCache | None = field(default=None, repr=False)
     _pricer: Pricing | None = field(default=None, repr=False)
@@ -150,6 +158,21 @@ class Profile:
                 raise ConfigError(f"profile {self.name!r}: {exc}") from exc
         return self._prompt
 
+    def tool_sets(self) -> tuple[Any, Any]:
+        """The profile's (tools, sub_tools), imported once (the commands call it at start-up, so a module
+        that cannot be imported stops the server there) and shared by all runs."""
+        if self._tool_sets is None:
+            if not self.tools and self.sub_tools is None:
+                self._tool_sets = (None, None)
+            else:
+                from rlmx.tools import load_configured
+
+                try:
+                    self._tool_sets = load_configured(self.tools, self.sub_tools)
+                except ConfigError as exc:
+                    raise ConfigError(f"profile {self.name!r}: {exc}") from exc
+        return self._tool_sets
+
     def limits_for(self, overrides: dict[str, Any]) -> Limits:
         """The profile's limits, lowered (never raised) by a caller's per-run overrides."""
         changes: dict[str, Any] = {}
@@ -176,6 +199,7 @@ class Profile:
         sandbox: SandboxSettings | None = None,
     ) -> RLM:
         models = self.models()
+        tools, sub_tools = self.tool_sets()
         return RLM(
             models.root,
             sub_model=models.sub,
@@ -187,18 +211,29 @@ class Profile:
             pricer=self._pricer,
             cache=self._cache,
             prompt=self.prompt_profile(),  # carries system_prompt_append
+            tools=tools,
+            sub_tools=sub_tools,
         )
 
 
-def profile_from_table(name: str, table: Mapping[str, Any], config: Config | None = None) -> Profile:
-    """A `[profiles.NAME]` table; its limits start from the config's `[limits]`."""
+def profile_from_table(
+    name: str, table: Mapping[str, Any], config: Config | None = None, extra_tools: tuple[str, ...] = ()
+) -> Profile:
+    """A `[profiles.NAME]` table; its limits start from the config's `[limits]`. `extra_tools`: the
+    command line's --tools, added to the profile's own."""
     config = config or Config()
-    unknown = set(table) - LIMIT_KEYS - MODEL_KEYS - PROMPT_KEYS
+    known = LIMIT_KEYS | MODEL_KEYS | PROMPT_KEYS | TOOL_KEYS
+    unknown = set(table) - known
     if unknown:
         raise ConfigError(
-            f"profile {name!r}: unknown keys {', '.join(sorted(unknown))}; known: "
-            f"{', '.join(sorted(LIMIT_KEYS | MODEL_KEYS | PROMPT_KEYS))}"
+            f"profile {name!r}: unknown keys {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}"
         )
+    tools = tool_specs(table["tools"], f"profile {name!r}: tools") if "tools" in table else config.tools
+    sub_tools = (
+        tool_specs(table["sub_tools"], f"profile {name!r}: sub_tools")
+        if "sub_tools" in table
+        else config.sub_tools
+    )
     model = table.get("model")
     if not isinstance(model, str) or not model:
         raise ConfigError(f'profile {name!r} needs model = "provider:model"')
@@ -236,10 +271,14 @@ def profile_from_table(name: str, table: Mapping[str, Any], config: Config | Non
         sampling_by_depth=depth_sampling,
         prompt=table.get("prompt", config.prompt),
         system_prompt_append=table.get("system_prompt_append", config.system_prompt_append),
+        tools=(*tools, *extra_tools),
+        sub_tools=sub_tools,
     )
 
 
-def load_profiles(path: str | Path, config: Config | None = None) -> dict[str, Profile]:
+def load_profiles(
+    path: str | Path, config: Config | None = None, extra_tools: tuple[str, ...] = ()
+) -> dict[str, Profile]:
     """Profiles from a TOML file: `[profiles.NAME]` tables over optional `[defaults]`."""
     if sys.version_info >= (3, 11):
         import tomllib
@@ -263,7 +302,10 @@ def load_profiles(path: str | Path, config: Config | None = None) -> dict[str, P
         raise ConfigError(f"config {path} defines no [profiles.NAME] table")
     if not isinstance(defaults, dict) or not all(isinstance(t, dict) for t in tables.values()):
         raise ConfigError(f"config {path}: [defaults] and every [profiles.NAME] must be tables")
-    return {name: profile_from_table(name, {**defaults, **table}, config) for name, table in tables.items()}
+    return {
+        name: profile_from_table(name, {**defaults, **table}, config, extra_tools)
+        for name, table in tables.items()
+    }
 
 
 def choose_profiles(
@@ -280,11 +322,13 @@ def choose_profiles(
     sub_sampling: Sampling | None = None,
     prompt: str | None = None,
     system_prompt_append: str | None = None,
+    tools: tuple[str, ...] = (),
 ) -> tuple[dict[str, Profile], str | None]:
     """The profiles `rlmx serve` / `rlmx mcp` offer (the order is in the module docstring), and the
-    one-time note when rlmx picked the model itself. `limits`: the flags' Limits values (None = not given);
-    `sampling` / `sub_sampling`: the root's and the sub-model's sampling flags; `prompt` and
-    `system_prompt_append` (its text, @FILE already read): the prompt flags (None = not given)."""
+        one-time note when rlmx picked the model itself. `limits`: the flags' Limits values (None = not given);
+        `sampling` / `sub_sampling`: the root's and the sub-model's sampling flags; `prompt` and
+        `system_prompt_append` (its text, @FILE already read): the prompt flags (None = not given); `tools`: the
+    --tools given, added to every profile's."""
     given = {k: v for k, v in (limits or {}).items() if v is not None}
     sampling, sub_sampling = sampling or Sampling(), sub_sampling or Sampling()
     if profiles_file is not None or (model is None and config.profiles):
@@ -303,8 +347,8 @@ def choose_profiles(
                 "set it in a profile table instead"
             )
         if profiles_file is not None:
-            return load_profiles(profiles_file, config), None
-        return {n: profile_from_table(n, table, config) for n, table in config.profiles.items()}, None
+            return load_profiles(profiles_file, config, tools), None
+        return {n: profile_from_table(n, table, config, tools) for n, table in config.profiles.items()}, None
     choice = choose_models(model, sub_model, config, environ, base_url=base_url)
     profile = Profile(
         name=name or choice.model.split(":", 1)[-1],
@@ -319,6 +363,8 @@ def choose_profiles(
         system_prompt_append=config.system_prompt_append
         if system_prompt_append is None
         else system_prompt_append,
+        tools=(*config.tools, *tools),
+        sub_tools=config.sub_tools,
     )
     return {profile.name: profile}, choice.note
 
