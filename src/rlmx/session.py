@@ -83,9 +83,17 @@ class AsyncSession:
             self._keep(self._checked(context))
 
     # --- questions ----------------------------------------------------------------------------------
-    async def aask(self, question: str, context: Any = None, *, output: Any = None) -> RunResult:
+    async def aask(
+        self,
+        question: str,
+        context: Any = None,
+        *,
+        output: Any = None,
+        run_id: str | None = None,
+        context_note: str | None = None,
+    ) -> RunResult:
         """Ask the next question in the session's REPL; `context`, when given, is added first (the
-        next `context_N`)."""
+        next `context_N`). `run_id` and `context_note` as for `RLM.arun` (a server names its runs)."""
         self._check_open()
         async with self._lock:
             self._check_open()
@@ -95,7 +103,12 @@ class AsyncSession:
                     await self._add(context)
                 await self._new_question()
                 result = await self.rlm.arun(
-                    question, self.contexts[0] if self.contexts else None, output=output, session=self.state
+                    question,
+                    self.contexts[0] if self.contexts else None,
+                    output=output,
+                    session=self.state,
+                    run_id=run_id,
+                    context_note=context_note,
                 )
                 root = self.state.root
                 self._previous = list(root.history.messages) if root is not None else []

@@ -66,6 +66,14 @@ def serve(
     ] = [],  # noqa: B006
     max_running: Annotated[int, typer.Option(help="Runs at once; more wait in the queue.")] = 2,
     max_queued: Annotated[int, typer.Option(help="Runs that may wait; beyond that: HTTP 429.")] = 8,
+    max_sessions: Annotated[
+        int,
+        typer.Option(help='Open sessions at once ("session": "new" beyond it: HTTP 429; 0: no sessions).'),
+    ] = 16,
+    session_idle_s: Annotated[
+        float,
+        typer.Option(help="A session with no question for this many seconds closes; its id is then a 404."),
+    ] = 600.0,
     max_request_bytes: Annotated[int, typer.Option(help="Largest request body (HTTP 413 beyond).")] = 32
     * 2**20,
     max_context_bytes: opt.MaxContextBytes = 512 * 2**20,
@@ -129,6 +137,8 @@ def serve(
         context_threshold=context_threshold,
         max_running=max_running,
         max_queued=max_queued,
+        max_sessions=max_sessions,
+        session_idle_s=session_idle_s,
         trace=not no_trace,
         trace_dir=own_trace_dir("serve") if no_trace else prepare_trace_dir(trace_dir, "serve"),
     )

@@ -1,6 +1,8 @@
 """The ASGI app of `rlmx serve` (Starlette): /v1/chat/completions, /v1/models, /health.
 
-A request becomes one RLM run (see rlmx.serve.chat). Runs are bounded by a gate with a queue (429 when
+A request becomes one RLM run (see rlmx.serve.chat), or the next question of a session the caller
+started (`"session"` in the body's `rlmx` object; rlmx.serve.sessions): its id comes back in the
+`x-rlmx-session` header and in the response's `rlmx` object. Runs are bounded by a gate with a queue (429 when
 full); a client that disconnects cancels its run, which kills the run's REPL workers. Every error has
 OpenAI's shape: {"error": {"message", "type", "param", "code"}}; a 500 names only the trace id, and its
 cause goes to the server log (rlmx.serve.logs), never to the client.
@@ -9,6 +11,7 @@ cause goes to the server log (rlmx.serve.logs), never to the client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import time
@@ -28,11 +31,14 @@ from rlmx.serve.chat import BadRequest, RunRequest, parse_chat_request
 from rlmx.serve.jobs import Busy, RunGate, RunJob
 from rlmx.serve.logs import RequestLog, RequestRecord, log, record_of
 from rlmx.serve.roots import PathRefused, usable_context
+from rlmx.serve.sessions import NEW, HeldSession, SessionRefused, SessionStore
 from rlmx.serve.settings import ServeSettings, trace_file
+from rlmx.session import SessionClosed
 from rlmx.trace.writer import Sink
 
 DRAIN_CAP = 64 * 2**20  # an oversized body is read (and dropped) up to this, so the client sees the 413
 TRACE_HEADER = "x-rlmx-trace-id"
+SESSION_HEADER = "x-rlmx-session"
 PATH_CODES = {400: "bad_path", 403: "path_not_allowed", 404: "path_not_found", 413: "context_too_large"}
 
 
@@ -97,6 +103,7 @@ class ChatService:
     def __init__(self, settings: ServeSettings) -> None:
         self.settings = settings
         self.gate = RunGate(settings.max_running, settings.max_queued)
+        self.sessions = SessionStore(settings.max_sessions, settings.session_idle_s)
         self.started = int(time.time())
 
     # --- plumbing -------------------------------------------------------------------------------------
@@ -190,6 +197,8 @@ class ChatService:
             run = parse_chat_request(body, self.settings.profiles, threshold=self.settings.context_threshold)
         except BadRequest as exc:
             raise ApiError(exc.status, str(exc), code=exc.code, param=exc.param) from exc
+        if run.session is not None and run.session != NEW:
+            self.session_of(run)  # an unknown or expired id is refused before any work
         try:
             ticket = self.gate.admit()
         except Busy as exc:
@@ -213,9 +222,17 @@ class ChatService:
         def make_rlm(sink: Sink) -> Any:
             return run.profile.rlm(limits=run.limits, on_event=sink, trace=trace, sandbox=settings.sandbox)
 
+        held: HeldSession | None = None
+        if run.session is not None:
+            try:
+                held = self.session_of(run)
+            except ApiError:
+                ticket.close()
+                raise
         job = RunJob(
             make_rlm,
             ticket,
+            start=None if held is None else self.question_of(held, run, context, trace, run_id),
             question=run.question,
             context=context,
             context_note=run.context_note,
@@ -223,11 +240,57 @@ class ChatService:
             run_id=run_id,
         )
         headers = {TRACE_HEADER: run_id}
+        if held is not None:
+            job.session_id = held.id
+            headers[SESSION_HEADER] = held.id
         if run.stream:
             return RunStream(
                 self.chunks(job, run, record), job, {**headers, "cache-control": "no-cache"}, record
             )
         return await self.complete(request, job, run, headers, record)
+
+    def session_of(self, run: RunRequest) -> HeldSession:
+        """The session a request names: a new one for "new", else the open one with that id."""
+        assert run.session is not None
+        settings = self.settings
+
+        def make_rlm() -> Any:
+            return run.profile.rlm(trace=False, sandbox=settings.sandbox)
+
+        try:
+            return self.sessions.get(run.session, run.profile, make_rlm)
+        except SessionRefused as exc:
+            headers = {"retry-after": "30"} if exc.status == 429 else None
+            raise ApiError(
+                exc.status, str(exc), code=exc.code, param="rlmx.session", headers=headers
+            ) from exc
+
+    def question_of(
+        self, held: HeldSession, run: RunRequest, context: Any, trace: Any, run_id: str
+    ) -> Callable[[Sink], Awaitable[Any]]:
+        """The run of a request in a session: the session's next question, with the request's context
+        (the next `context_N`), limits, progress sink and trace file. A new session whose first question
+        could not even start is forgotten at once."""
+        started_new = not held.session.results
+
+        async def start(sink: Sink) -> Any:
+            try:
+                return await held.ask(
+                    run.question,
+                    context,
+                    on_event=sink,
+                    limits=run.limits,
+                    trace=trace,
+                    run_id=run_id,
+                    output=run.output,
+                    context_note=run.context_note,
+                )
+            except RLMError:
+                if started_new and not held.session.results:
+                    await self.sessions.drop(held)
+                raise
+
+        return start
 
     async def complete(
         self, request: Request, job: RunJob, run: RunRequest, headers: dict[str, str], record: RequestRecord
@@ -256,12 +319,17 @@ class ChatService:
                 shapes.failure_body(problem, result), status_code=problem.status, headers=headers
             )
         body = shapes.completion(result, run.profile.served_name, int(time.time()))
+        if job.session_id is not None:
+            body["rlmx"]["session"] = job.session_id
         return JSONResponse(body, headers=headers)
 
     @staticmethod
     def start_error(exc: RLMError, record: RequestRecord, headers: dict[str, str]) -> ApiError:
         """A run that raised instead of returning a result: a usage error (a ConfigError, e.g. a context
         with no usable text) is the client's 400; anything else is a generic 500, explained in the log."""
+        if isinstance(exc, SessionClosed):  # it expired between the look-up and its question
+            message = f'{exc}; start a new one with "session": "{NEW}"'
+            return ApiError(404, message, code="session_not_found", headers=headers)
         if isinstance(exc, ConfigError):  # the caller's to fix: logged as any 400, at INFO
             code = "empty_context" if isinstance(exc, EmptyContext) else None
             return ApiError(400, str(exc), code=code, headers=headers)
@@ -271,6 +339,8 @@ class ChatService:
     async def chunks(self, job: RunJob, run: RunRequest, record: RequestRecord) -> AsyncIterator[bytes]:
         created, model, run_id = int(time.time()), run.profile.served_name, job.run_id
         accepted = {"event": "accepted", "trace_id": run_id}
+        if job.session_id is not None:
+            accepted["session"] = job.session_id
         yield shapes.sse(
             shapes.chunk(run_id, model, created, {"role": "assistant", "content": ""}, rlmx=accepted)
         )
@@ -297,9 +367,10 @@ class ChatService:
             yield shapes.sse("[DONE]")
             return
         yield shapes.sse(shapes.chunk(run_id, model, created, {"content": shapes.answer_content(result)}))
-        final = shapes.chunk(
-            run_id, model, created, {}, finish=shapes.finish_reason(result), rlmx=shapes.run_info(result)
-        )
+        info = shapes.run_info(result)
+        if job.session_id is not None:
+            info["session"] = job.session_id
+        final = shapes.chunk(run_id, model, created, {}, finish=shapes.finish_reason(result), rlmx=info)
         yield shapes.sse(final)
         if run.include_usage:
             yield shapes.sse(shapes.usage_chunk(run_id, model, created, result))
@@ -347,9 +418,18 @@ def create_routes(settings: ServeSettings) -> Starlette:
         Route("/v1/models/{model_id:path}", guarded(service.model), methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
     ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:  # the server stops: every session's REPL and workers end
+            await service.sessions.close_all()
+
     app = Starlette(
         routes=routes,
         exception_handlers={404: not_found, 405: not_found, Exception: internal_error},
+        lifespan=lifespan,
     )
     app.state.service = service
     return app

@@ -9,6 +9,8 @@
   (`paths`, confined to the roots) or inline `text`, a `context_note`, and per-run limits that can only
   lower the profile's (`max_depth`, `max_iterations`, `max_llm_calls`, `max_total_tokens`, `budget_usd`,
   `timeout_s`, `max_errors`).
+- `session` in the `rlmx` object: `"new"` starts a session (its REPL stays for the caller's next
+  questions), an id given back by the server continues one (rlmx.serve.sessions).
 - `response_format` `json_schema` (or `json_object`) makes it a typed run.
 """
 
@@ -22,7 +24,7 @@ from rlmx.limits import Limits
 from rlmx.serve.profiles import OVERRIDES, Profile, find_profile
 from rlmx.typed import OutputSpec
 
-RLMX_KEYS = {"paths", "text", "context_note", *OVERRIDES}
+RLMX_KEYS = {"paths", "text", "context_note", "session", *OVERRIDES}
 IGNORED = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "user", "seed", "stop", "metadata")
 
 
@@ -49,6 +51,7 @@ class RunRequest:
     output: OutputSpec | None = None
     stream: bool = False
     include_usage: bool = False
+    session: str | None = None  # "new", or the id of a session to continue
 
 
 def parse_chat_request(body: Any, profiles: dict[str, Profile], *, threshold: int) -> RunRequest:
@@ -88,6 +91,11 @@ def parse_chat_request(body: Any, profiles: dict[str, Profile], *, threshold: in
             documents.insert(0, {"path": "conversation", "text": transcript})
         else:
             question = f"{transcript}\n\n{question}"
+    session = extra.get("session")
+    if session is not None and (not isinstance(session, str) or not session):
+        raise BadRequest(
+            'rlmx.session must be "new" (start a session) or the id the server gave', param="rlmx.session"
+        )
     note = extra.get("context_note")
     stream_options = body.get("stream_options") or {}
     try:
@@ -104,6 +112,7 @@ def parse_chat_request(body: Any, profiles: dict[str, Profile], *, threshold: in
         output=output_of(body.get("response_format")),
         stream=bool(body.get("stream")),
         include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
+        session=session,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rlmx.rlm import RLM, RunResult
@@ -65,14 +65,16 @@ class Ticket:
 class RunJob:
     """One RLM run in its own task: waits for a run slot, runs, and feeds progress snapshots to a queue.
 
-    Cancelling the job cancels the run; the engine's finally blocks kill its REPL workers.
+    Cancelling the job cancels the run; the engine's finally blocks kill its REPL workers (a session's
+    REPL stays for its next question, restarted if the cancelled one left it mid-cell).
     """
 
     def __init__(
         self,
-        make_rlm: Callable[[Sink], RLM],
+        make_rlm: Callable[[Sink], RLM] | None,
         ticket: Ticket,
         *,
+        start: Callable[[Sink], Awaitable[RunResult]] | None = None,
         question: str,
         context: Any,
         context_note: str | None,
@@ -83,7 +85,9 @@ class RunJob:
         self.events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self.ticket = ticket
         self.run_id = run_id
+        self.session_id: str | None = None  # the session the run is a question of
         self._make_rlm = make_rlm
+        self._start = start  # instead of a new RLM: e.g. the next question of a session
         self._args = (question, context, context_note, output)
         self.task: asyncio.Task[RunResult] = asyncio.create_task(self._run())
 
@@ -98,6 +102,9 @@ class RunJob:
             if self.ticket.gate.running >= self.ticket.gate.max_running:
                 self.events.put_nowait(self.tracker.snapshot("queued", "waiting for a free run slot"))
             async with self.ticket.run_slot():
+                if self._start is not None:
+                    return await self._start(self._sink)
+                assert self._make_rlm is not None
                 rlm = self._make_rlm(self._sink)
                 return await rlm.arun(question, context, context_note=note, output=output, run_id=self.run_id)
         finally:

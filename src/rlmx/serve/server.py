@@ -55,7 +55,7 @@ def run_server(settings: ServeSettings, *, host: str, port: int, log_level: str 
     config = uvicorn.Config(
         create_app(settings),
         log_level="debug" if log_level == "debug" else uvicorn_level(log_level),
-        lifespan="off",
+        lifespan="on",  # its shutdown closes the sessions still open (their REPLs and workers)
         timeout_graceful_shutdown=10,
         access_log=False,
     )

@@ -54,6 +54,8 @@ class ServeSettings:
     context_threshold: int = 8_000  # message text parts longer than this (characters) become context
     max_running: int = 2
     max_queued: int = 8
+    max_sessions: int = 16  # open sessions at once (0: none); a new one beyond: 429
+    session_idle_s: float = 600.0  # a session without a question this long closes (its id: 404)
     trace: bool = True
     trace_dir: Path = field(default_factory=lambda: own_trace_dir("serve"))
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
@@ -67,6 +69,8 @@ class ServeSettings:
             (self.context_threshold > 0, "--context-threshold must be > 0"),
             (self.max_running >= 1, "--max-running must be >= 1"),
             (self.max_queued >= 0, "--max-queued must be >= 0"),
+            (self.max_sessions >= 0, "--max-sessions must be >= 0"),
+            (self.session_idle_s > 0, "--session-idle-s must be > 0"),
         ]
         for ok, message in checks:
             if not ok:
