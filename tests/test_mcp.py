@@ -17,6 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from policies import question, repl, turn
 from rlmx.testing import ScriptedServer
 from serve_helpers import Router, rlmx_serve
 
@@ -78,7 +79,15 @@ def test_lists_the_tools_with_their_arguments(model_server: ScriptedServer, root
     by_name = {t.name: t for t in tools}
     assert set(by_name) == {"ask", "trace"}
     ask = by_name["ask"].input_schema
-    assert set(ask["properties"]) == {"question", "paths", "text", "model", "max_depth", "budget_usd"}
+    assert set(ask["properties"]) == {
+        "question",
+        "paths",
+        "text",
+        "model",
+        "max_depth",
+        "budget_usd",
+        "session",
+    }
     assert ask["required"] == ["question"]
     assert str(root / "project") in (by_name["ask"].description or "")  # the allowed roots are announced
 
@@ -263,3 +272,58 @@ def test_an_http_port_out_of_range_is_a_usage_error() -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "--port" in done.stderr and "65535" in done.stderr
+
+
+def session_policy(messages: list[dict[str, Any]], request: Any) -> str:
+    """Questions of a session: one sets a variable, the next reads it with the context it brought."""
+    if request.purpose == "final":
+        return "FINAL(forced)"
+    if request.purpose != "root":
+        return "sub reply"
+    asked, t = question(messages).splitlines()[0], turn(messages)
+    if asked == "remember seven":
+        return repl("kept = 7") if t == 0 else "FINAL(stored)"
+    if asked == "recall":
+        return repl("FINAL(str(kept) + ':' + context_1)")
+    return "FINAL(unscripted)"
+
+
+def test_ask_with_a_session_keeps_the_repl_and_is_bounded(root: Path) -> None:
+    async def body(client: Client) -> list[mcp_types.CallToolResult]:
+        first = await client.call_tool("ask", {"question": "remember seven", "text": "one", "session": "new"})
+        sid = re.search(r"^session: ([0-9a-f]{32})$", text_of(first), re.MULTILINE).group(1)
+        second = await client.call_tool("ask", {"question": "recall", "text": "two", "session": sid})
+        run_id = re.search(r"-([0-9a-f]{12})\.q2\.jsonl", text_of(second)).group(1)
+        summary = await client.call_tool("trace", {"run": run_id})
+        crowded = await client.call_tool("ask", {"question": "remember seven", "session": "new"})
+        unknown = await client.call_tool("ask", {"question": "recall", "session": "f" * 32})
+        return [first, second, summary, crowded, unknown]
+
+    async def go(srv: ScriptedServer) -> list[mcp_types.CallToolResult]:
+        params = server_params(srv, root, "--max-sessions", "1")
+        async with Client(params, read_timeout_seconds=120) as client:
+            return await body(client)
+
+    with ScriptedServer(session_policy) as srv:
+        first, second, summary, crowded, unknown = asyncio.run(go(srv))
+    assert not first.is_error and text_of(first).startswith("stored\n")
+    sid = re.search(r"^session: (\S+)$", text_of(first), re.MULTILINE).group(1)
+    assert not second.is_error and text_of(second).startswith("7:two\n")  # its text is context_1
+    assert f"session: {sid}" in text_of(second)
+    assert not summary.is_error and "question: recall" in text_of(summary)
+    assert crowded.is_error and "too many open sessions" in text_of(crowded)
+    assert unknown.is_error and "no open session" in text_of(unknown)
+
+
+def test_an_idle_mcp_session_expires(root: Path) -> None:
+    async def go(srv: ScriptedServer) -> tuple[mcp_types.CallToolResult, mcp_types.CallToolResult]:
+        async with Client(server_params(srv, root, "--session-idle-s", "0.5"), read_timeout_seconds=120) as c:
+            first = await c.call_tool("ask", {"question": "remember seven", "text": "one", "session": "new"})
+            sid = re.search(r"^session: (\S+)$", text_of(first), re.MULTILINE).group(1)
+            await asyncio.sleep(1.5)
+            return first, await c.call_tool("ask", {"question": "recall", "text": "two", "session": sid})
+
+    with ScriptedServer(session_policy) as srv:
+        first, late = asyncio.run(go(srv))
+    assert not first.is_error
+    assert late.is_error and "no open session" in text_of(late) and "expired" in text_of(late)

@@ -2,7 +2,8 @@
 
 `ask` runs an RLM over files and folders under the allowed roots (`--root DIR`; where the client declares
 MCP roots, only their intersection with these) and returns the answer, a usage line and the trace path,
-with progress notifications while it runs. `trace` lists recent runs or summarises one, from this
+with progress notifications while it runs; with `session` ("new", then the id it returns) a caller's
+questions share one REPL (rlmx.serve.sessions: bounded in number and idle time). `trace` lists recent runs or summarises one, from this
 server's own trace folder only (`--trace-dir`, default `$XDG_STATE_HOME/rlmx/mcp-traces`): the runs of
 `rlmx ask` and `rlmx serve` go elsewhere, so a client cannot read other callers' questions and answers.
 """
@@ -10,7 +11,9 @@ server's own trace folder only (`--trace-dir`, default `$XDG_STATE_HOME/rlmx/mcp
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +30,7 @@ from rlmx.sandbox.base import SandboxSettings
 from rlmx.serve.profiles import Profile, find_profile
 from rlmx.serve.progress import ProgressTracker, usage_line
 from rlmx.serve.roots import PathRefused, Roots, usable_context
+from rlmx.serve.sessions import NEW, HeldSession, SessionRefused, SessionStore
 from rlmx.serve.settings import own_trace_dir, trace_file
 from rlmx.serve.trace_text import describe_trace, find_trace, recent_traces
 from rlmx.trace.events import Event
@@ -45,6 +49,8 @@ class McpSettings:
     roots: Roots = field(default_factory=Roots)
     max_context_bytes: int = 512 * 2**20
     max_running: int = 2
+    max_sessions: int = 16  # open sessions at once (0: none)
+    session_idle_s: float = 600.0  # a session without a question this long closes
     trace: bool = True
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     trace_dir: Path = field(default_factory=lambda: own_trace_dir("mcp"))
@@ -73,6 +79,7 @@ class RlmxTools:
     def __init__(self, settings: McpSettings) -> None:
         self.settings = settings
         self.slots = asyncio.Semaphore(settings.max_running)
+        self.sessions = SessionStore(settings.max_sessions, settings.session_idle_s)
 
     def allowed_roots(self, declared: mcp_types.ListRootsResult | None) -> Roots:
         dirs = root_dirs(declared)
@@ -110,17 +117,30 @@ class RlmxTools:
         budget_usd: Annotated[
             float | None, Field(description="Lower the spending limit of this run (USD).")
         ] = None,
+        session: Annotated[
+            str | None,
+            Field(
+                description='"new" starts a session whose REPL (the variables the model made) stays for your '
+                "next questions; pass the session id this tool returned to ask the next one. This call's "
+                "paths and text are added to the session's contexts (context_1, ...)."
+            ),
+        ] = None,
     ) -> str:
         """Answer a question about large files, folders or text with a Recursive Language Model.
 
-        Returns the answer, then a line with what the run used (model calls, tokens, cost, turns, time) and
-        the path of its trace."""
+        Returns the answer, then a line with what the run used (model calls, tokens, cost, turns, time),
+        the path of its trace and, in a session, the session id."""
+        held: HeldSession | None = None
         try:
             profile = find_profile(self.settings.profiles, model)
             limits = profile.limits_for({"max_depth": max_depth, "budget_usd": budget_usd})
+            if session is not None and session != NEW:
+                held = self.session_of(session, profile)  # an unknown or expired id, before any work
             roots = self.allowed_roots(declared)
             context = await asyncio.to_thread(self.load, roots, paths or [], text)
-        except (ConfigError, PathRefused) as exc:
+            if session == NEW:
+                held = self.session_of(session, profile)
+        except (ConfigError, PathRefused, SessionRefused) as exc:
             raise ToolError(str(exc)) from exc
         tracker = ProgressTracker()
         updates: asyncio.Queue[str | None] = asyncio.Queue()
@@ -141,18 +161,37 @@ class RlmxTools:
         trace_to = trace_file(self.settings.trace_dir, run_id) if self.settings.trace else False
         try:
             async with self.slots:
-                rlm = profile.rlm(limits=limits, on_event=sink, trace=trace_to, sandbox=self.settings.sandbox)
-                result = await rlm.arun(question, context, run_id=run_id)
+                if held is not None:
+                    result = await held.ask(
+                        question, context, on_event=sink, limits=limits, trace=trace_to, run_id=run_id
+                    )
+                else:
+                    rlm = profile.rlm(
+                        limits=limits, on_event=sink, trace=trace_to, sandbox=self.settings.sandbox
+                    )
+                    result = await rlm.arun(question, context, run_id=run_id)
         except RLMError as exc:
+            if held is not None and not held.session.results:  # a new session whose question never ran
+                await self.sessions.drop(held)
             raise ToolError(str(exc)) from exc
         finally:
             updates.put_nowait(None)
             await asyncio.wait({reporter})
         trace = f"trace: {result.trace_path}" if result.trace_path else "trace: off"
+        if held is not None:
+            trace += f"\nsession: {held.id}"
         if result.answer is None or result.stopped_by == "error":
             raise ToolError(f"the run ended by {result.stopped_by}: {result.error or 'no answer'} ({trace})")
         answer = result.answer if isinstance(result.answer, str) else rlmx_json(result.answer)
         return f"{answer}\n\n---\n{usage_line(result)}\n{trace}"
+
+    def session_of(self, wanted: str, profile: Profile) -> HeldSession:
+        settings = self.settings
+
+        def make_rlm() -> Any:
+            return profile.rlm(trace=False, sandbox=settings.sandbox)
+
+        return self.sessions.get(wanted, profile, make_rlm)
 
     async def trace(
         self,
@@ -183,8 +222,16 @@ def rlmx_json(value: Any) -> str:
 
 def build_server(settings: McpSettings) -> MCPServer:
     tools = RlmxTools(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(server: MCPServer) -> AsyncIterator[None]:
+        try:
+            yield None
+        finally:  # the client went away or the server stops: the sessions' REPLs end
+            await tools.sessions.close_all()
+
     server: MCPServer = MCPServer(
-        "rlmx", instructions=INSTRUCTIONS, version=rlmx.__version__, log_level="WARNING"
+        "rlmx", instructions=INSTRUCTIONS, version=rlmx.__version__, log_level="WARNING", lifespan=lifespan
     )
     roots_text = ", ".join(str(d) for d in settings.roots.dirs) or "none (only inline text)"
     profiles_text = ", ".join(p.served_name for p in settings.profiles.values())

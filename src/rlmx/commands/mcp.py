@@ -41,6 +41,13 @@ def mcp(
     config_file: opt.ConfigFile = None,
     max_running: Annotated[int, typer.Option(help="Runs at once; more calls wait.")] = 2,
     max_context_bytes: opt.MaxContextBytes = 512 * 2**20,
+    max_sessions: Annotated[
+        int, typer.Option(help='Open sessions at once (ask with session="new" beyond it fails; 0: none).')
+    ] = 16,
+    session_idle_s: Annotated[
+        float,
+        typer.Option(help="A session with no question for this many seconds closes; its id is refused."),
+    ] = 600.0,
     no_trace: opt.NoTrace = False,
     trace_dir: Annotated[
         Path | None,
@@ -73,6 +80,8 @@ def mcp(
         raise ConfigError(
             f"{exc.name} is not installed: install the mcp extra with pip install 'rlmx[mcp]'"
         ) from exc
+    if max_sessions < 0 or not session_idle_s > 0:
+        raise ConfigError("--max-sessions must be >= 0 and --session-idle-s > 0")
     if transport not in ("stdio", "http"):
         raise ConfigError(f"--transport must be stdio or http, not {transport!r}")
     if transport == "http" and not is_loopback(host):
@@ -103,6 +112,8 @@ def mcp(
         roots=Roots.of(root),
         max_context_bytes=max_context_bytes,
         max_running=max_running,
+        max_sessions=max_sessions,
+        session_idle_s=session_idle_s,
         trace=not no_trace,
         trace_dir=prepare_trace_dir(trace_dir, "mcp"),
     )

@@ -18,11 +18,13 @@ CODE_LINE_CHARS = 100
 
 
 def find_trace(spec: str, trace_dir: Path) -> Path:
-    """A trace by run id (the trace id of a served run) or file name, inside `trace_dir` only."""
+    """A trace by run id (the trace id of a served run, also of a session's question: `...-ID.qN.jsonl`)
+    or file name, inside `trace_dir` only."""
     spec = spec.strip()
     base = trace_dir.resolve()
     if RUN_ID.match(spec):
-        matches = sorted(p for p in base.glob(f"*-{spec}.jsonl") if _in_folder(p, base))
+        named = [*base.glob(f"*-{spec}.jsonl"), *base.glob(f"*-{spec}.q*.jsonl")]  # .qN: a session's question
+        matches = sorted(p for p in named if _in_folder(p, base))
         if matches:
             return matches[-1].resolve()
         raise ConfigError(f"no trace with run id {spec!r} in {base}")
