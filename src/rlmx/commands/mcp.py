@@ -41,13 +41,8 @@ def mcp(
     config_file: opt.ConfigFile = None,
     max_running: Annotated[int, typer.Option(help="Runs at once; more calls wait.")] = 2,
     max_context_bytes: opt.MaxContextBytes = 512 * 2**20,
-    max_sessions: Annotated[
-        int, typer.Option(help='Open sessions at once (ask with session="new" beyond it fails; 0: none).')
-    ] = 16,
-    session_idle_s: Annotated[
-        float,
-        typer.Option(help="A session with no question for this many seconds closes; its id is refused."),
-    ] = 600.0,
+    max_sessions: opt.MaxSessions = 16,
+    session_idle_s: opt.SessionIdleS = 600.0,
     no_trace: opt.NoTrace = False,
     trace_dir: Annotated[
         Path | None,

@@ -234,6 +234,14 @@ Prefilter = Annotated[
     typer.Option(help="Narrow the context to the K best chunks for the question first: bm25:K."),
 ]
 MaxContextBytes = Annotated[int, typer.Option(help="Largest context per run, files included.")]
+MaxSessions = Annotated[
+    int,
+    typer.Option(help='Sessions open at once; a new one ("new") beyond it is refused (0: no sessions).'),
+]
+SessionIdleS = Annotated[
+    float,
+    typer.Option(help="A session with no question for this many seconds closes; its id is then refused."),
+]
 
 # --- where code runs, traces, output ------------------------------------------------------------------
 

@@ -66,14 +66,8 @@ def serve(
     ] = [],  # noqa: B006
     max_running: Annotated[int, typer.Option(help="Runs at once; more wait in the queue.")] = 2,
     max_queued: Annotated[int, typer.Option(help="Runs that may wait; beyond that: HTTP 429.")] = 8,
-    max_sessions: Annotated[
-        int,
-        typer.Option(help='Open sessions at once ("session": "new" beyond it: HTTP 429; 0: no sessions).'),
-    ] = 16,
-    session_idle_s: Annotated[
-        float,
-        typer.Option(help="A session with no question for this many seconds closes; its id is then a 404."),
-    ] = 600.0,
+    max_sessions: opt.MaxSessions = 16,
+    session_idle_s: opt.SessionIdleS = 600.0,
     max_request_bytes: Annotated[int, typer.Option(help="Largest request body (HTTP 413 beyond).")] = 32
     * 2**20,
     max_context_bytes: opt.MaxContextBytes = 512 * 2**20,
