@@ -143,3 +143,39 @@ def test_a_profile_whose_tools_cannot_be_imported_stops_the_server(tmp_path: Pat
     with pytest.raises(RuntimeError, match="profile 'p': --tools 'nope_mod:T': cannot import"):
         with rlmx_serve("--profiles", str(profiles), env={"XDG_STATE_HOME": str(tmp_path / "state")}):
             pass
+
+
+def test_a_streamed_question_names_its_session_and_a_session_keeps_its_model(
+    model_server: ScriptedServer, tmp_path: Path
+) -> None:
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text(
+        "".join(
+            f'[profiles.{name}]\nmodel = "openai:scripted"\nbase_url = "{model_server.url}"\n'
+            for name in ("one", "two")
+        )
+    )
+    with rlmx_serve("--profiles", str(profiles), env={"XDG_STATE_HOME": str(tmp_path / "state")}) as proc:
+        stream = client(proc.url).chat.completions.create(
+            model="rlmx/one",
+            messages=[{"role": "user", "content": "remember seven"}],
+            stream=True,
+            extra_body={"rlmx": {"session": "new", "text": "first"}},
+        )
+        infos = [c.model_extra["rlmx"] for c in stream if (c.model_extra or {}).get("rlmx")]
+        sid = infos[0]["session"]
+        assert infos[0]["event"] == "accepted" and infos[-1]["session"] == sid
+        assert infos[-1]["stopped_by"] == "final"
+        with pytest.raises(openai.BadRequestError, match="belongs to the model 'rlmx/one'") as caught:
+            client(proc.url).chat.completions.create(
+                model="rlmx/two",
+                messages=[{"role": "user", "content": "recall"}],
+                extra_body={"rlmx": {"session": sid}},
+            )
+        assert caught.value.body["code"] == "session_model_mismatch"
+        again = client(proc.url).chat.completions.create(
+            model="rlmx/one",
+            messages=[{"role": "user", "content": "recall"}],
+            extra_body={"rlmx": {"session": sid, "text": "second"}},
+        )
+        assert again.choices[0].message.content == "7:second"
