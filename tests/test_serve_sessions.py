@@ -110,6 +110,9 @@ def test_too_many_sessions_is_a_429_and_shutdown_frees_their_workers(
         workers = descendants(proc.proc.pid)
         assert workers
     # the server stopped (SIGTERM): its open session was closed, its workers with it
+    wait_until(
+        lambda: "rlmx serve: closed 1 open session\n" in proc.log(), "the server to log the closing", 30
+    )
     wait_until(lambda: not any(alive(pid) for pid in workers), "the workers to end with the server", 30)
 
 

@@ -424,7 +424,10 @@ def create_routes(settings: ServeSettings) -> Starlette:
         try:
             yield
         finally:  # the server stops: every session's REPL and workers end
+            count = service.sessions.open_count
             await service.sessions.close_all()
+            if count:
+                log.info("closed %d open session%s", count, "" if count == 1 else "s")
 
     app = Starlette(
         routes=routes,
