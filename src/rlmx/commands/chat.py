@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from rlmx.commands import options as opt
-from rlmx.commands.ask import exit_now, report, sandbox_choice
+from rlmx.commands.ask import exit_now, report
 from rlmx.errors import ConfigError, RLMError
 
 if TYPE_CHECKING:
@@ -69,76 +69,10 @@ def chat(
 ) -> None:
     """Ask questions one after another over the given context, in one session whose REPL keeps the
     variables the model made. Limits apply to each question. Commands: /context PATH, /usage, /exit."""
-    from rlmx.commands.prompts import read_append
-    from rlmx.config import choose_models, load_config, parse_depth_models, resolve_models
-    from rlmx.context.loaders import context_from_specs
-    from rlmx.context.prefilter import Prefilter
-    from rlmx.pricing import Pricing, parse_price_specs
-    from rlmx.rlm import RLM
-    from rlmx.tools import load_configured
+    from rlmx.commands.run_setup import prepare_run
 
-    cfg = load_config(config_file)
-    choice = choose_models(model, sub_model, cfg, base_url=base_url)
-    limits = cfg.make_limits(
-        choice.limits,
-        max_depth=max_depth,
-        max_iterations=max_iterations,
-        max_llm_calls=max_llm_calls,
-        max_total_tokens=max_total_tokens,
-        max_output_tokens=max_output_tokens,
-        max_cost_usd=max_cost_usd,
-        timeout_s=timeout,
-        max_errors=max_errors,
-    )
-    sandbox_settings = sandbox_choice(sandbox)
-    tool_set, sub_tool_set = load_configured(cfg.tools, cfg.sub_tools, tools)
-
-    def load(specs: list[str]) -> Any:
-        ctx = context_from_specs(specs, include=include, exclude=exclude, gitignore=not no_gitignore)
-        if ctx is not None and not allow_empty_context:
-            ctx.check_usable()
-        skipped = ctx.skipped_summary() if ctx is not None else None
-        if skipped:
-            sys.stderr.write(f"rlmx: {skipped}\n")
-        return ctx
-
-    ctx = load(context)
-    output = None
-    if output_schema is not None:
-        from rlmx.typed import load_schema_file
-
-        output = load_schema_file(str(output_schema))
-    if choice.note:
-        sys.stderr.write(choice.note + "\n")
-    models = resolve_models(
-        cfg,
-        choice,
-        parse_depth_models(depth_model),
-        base_url=base_url,
-        concurrency=concurrency,
-        sampling=opt.sampling(temperature, top_p, reasoning_effort),
-        sub_sampling=opt.sampling(sub_temperature, sub_top_p, sub_reasoning_effort),
-    )
-    rlm = RLM(
-        models.root,
-        sub_model=models.sub,
-        models_by_depth=dict(models.by_depth),
-        cache=(cfg.cache_path or True) if (cache or cfg.cache_enabled) else None,
-        limits=limits,
-        trace=False if no_trace else (trace or True),
-        pricer=Pricing({**cfg.prices, **parse_price_specs(price)}),
-        allow_unpriced=allow_unknown_price,
-        prefilter=Prefilter.parse(prefilter),
-        excerpt_chars=0 if trace_full else 2_000,
-        sandbox=sandbox_settings,
-        allow_empty_context=allow_empty_context,
-        prompt=prompt or cfg.prompt or "rlmx",
-        tools=tool_set,
-        sub_tools=sub_tool_set,
-        system_prompt_append=read_append(system_prompt_append)
-        if system_prompt_append
-        else cfg.system_prompt_append,
-    )
+    prepared = prepare_run(locals())
+    rlm, ctx, load, output = prepared.rlm, prepared.context, prepared.load, prepared.output
     with rlm.session(ctx) as session:
         try:
             converse(session, rlm, load, output=output, as_json=as_json, quiet=quiet)

@@ -1,0 +1,99 @@
+"""What `rlmx ask` and `rlmx chat` share: their options turned into an `RLM`, the loaded context and
+the output schema, with every refusal (configuration, tools, an unusable context) made before any
+model call."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rlmx.commands import options as opt
+
+
+@dataclass
+class PreparedRun:
+    rlm: Any  # rlmx.rlm.RLM (imported lazily: `rlmx --help` stays light)
+    context: Any  # the loaded --context (a Context), or None
+    load: Callable[[list[str]], Any]  # loads more context specs the same way (chat's /context)
+    output: Any  # the --output-schema, or None
+
+
+def prepare_run(o: dict[str, Any]) -> PreparedRun:
+    """`o`: the command's options by name (its `locals()` at entry)."""
+    from rlmx.commands.ask import sandbox_choice
+    from rlmx.commands.prompts import read_append
+    from rlmx.config import choose_models, load_config, parse_depth_models, resolve_models
+    from rlmx.context.loaders import context_from_specs
+    from rlmx.context.prefilter import Prefilter
+    from rlmx.pricing import Pricing, parse_price_specs
+    from rlmx.rlm import RLM
+    from rlmx.tools import load_configured
+
+    cfg = load_config(o["config_file"])
+    choice = choose_models(o["model"], o["sub_model"], cfg, base_url=o["base_url"])
+    limits = cfg.make_limits(
+        choice.limits,
+        max_depth=o["max_depth"],
+        max_iterations=o["max_iterations"],
+        max_llm_calls=o["max_llm_calls"],
+        max_total_tokens=o["max_total_tokens"],
+        max_output_tokens=o["max_output_tokens"],
+        max_cost_usd=o["max_cost_usd"],
+        timeout_s=o["timeout"],
+        max_errors=o["max_errors"],
+    )
+    sandbox_settings = sandbox_choice(o["sandbox"])
+    # the config's tools plus --tools, refused here (import, names) before any model call
+    tool_set, sub_tool_set = load_configured(cfg.tools, cfg.sub_tools, o["tools"])
+
+    def load(specs: list[str]) -> Any:
+        ctx = context_from_specs(
+            specs, include=o["include"], exclude=o["exclude"], gitignore=not o["no_gitignore"]
+        )
+        if ctx is not None and not o["allow_empty_context"]:
+            ctx.check_usable()  # refused here: the skipped-files line would only repeat the refusal
+        skipped = ctx.skipped_summary() if ctx is not None else None
+        if skipped:
+            sys.stderr.write(f"rlmx: {skipped}\n")  # even with --quiet: it explains what the model saw
+        return ctx
+
+    context = load(o["context"])
+    prefilter_spec = Prefilter.parse(o["prefilter"])
+    output = None
+    if o["output_schema"] is not None:
+        from rlmx.typed import load_schema_file
+
+        output = load_schema_file(str(o["output_schema"]))
+    if choice.note:
+        sys.stderr.write(choice.note + "\n")  # once per run, even with --quiet: it explains the answer
+    models = resolve_models(
+        cfg,
+        choice,
+        parse_depth_models(o["depth_model"]),
+        base_url=o["base_url"],
+        concurrency=o["concurrency"],
+        sampling=opt.sampling(o["temperature"], o["top_p"], o["reasoning_effort"]),
+        sub_sampling=opt.sampling(o["sub_temperature"], o["sub_top_p"], o["sub_reasoning_effort"]),
+    )
+    append = o["system_prompt_append"]
+    rlm = RLM(
+        models.root,
+        sub_model=models.sub,
+        models_by_depth=dict(models.by_depth),
+        cache=(cfg.cache_path or True) if (o["cache"] or cfg.cache_enabled) else None,
+        limits=limits,
+        trace=False if o["no_trace"] else (o["trace"] or True),
+        pricer=Pricing({**cfg.prices, **parse_price_specs(o["price"])}),
+        allow_unpriced=o["allow_unknown_price"],
+        prefilter=prefilter_spec,
+        excerpt_chars=0 if o["trace_full"] else 2_000,
+        sandbox=sandbox_settings,
+        allow_empty_context=o["allow_empty_context"],
+        prompt=o["prompt"] or cfg.prompt or "rlmx",
+        tools=tool_set,
+        sub_tools=sub_tool_set,
+        system_prompt_append=read_append(append) if append else cfg.system_prompt_append,
+    )
+    return PreparedRun(rlm, context, load, output)
