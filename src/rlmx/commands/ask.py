@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from rlmx.commands import options as opt
-from rlmx.errors import InvalidSettings
 from rlmx.outcomes import EXIT_INTERRUPTED, exit_code
 from rlmx.trace.events import RunStart
 
@@ -136,23 +135,3 @@ def exit_now(code: int) -> NoReturn:
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         os._exit(code)
     raise typer.Exit(code)
-
-
-SANDBOX_WARNINGS = {
-    "process-unisolated": "rlmx: warning: model-written code runs without namespaces (reduced isolation; "
-    "see docs/security.md)",
-    "local": "rlmx: warning: model-written code runs INSIDE this process, UNSAFE (trusted code only)",
-}
-
-
-def sandbox_choice(backend: str) -> Any:
-    """The --sandbox choice as settings; a reduced one is said on stderr (and recorded in the trace)."""
-    from rlmx.sandbox.base import SandboxSettings
-
-    try:
-        settings = SandboxSettings(backend=backend)
-    except InvalidSettings as exc:  # named after the option the user typed
-        raise InvalidSettings(str(exc).replace("SandboxSettings: ", "--sandbox: ")) from exc
-    if backend in SANDBOX_WARNINGS:
-        sys.stderr.write(SANDBOX_WARNINGS[backend] + "\n")
-    return settings

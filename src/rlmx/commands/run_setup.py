@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlmx.commands import options as opt
+from rlmx.errors import InvalidSettings
 
 
 @dataclass
@@ -22,7 +23,6 @@ class PreparedRun:
 
 def prepare_run(o: dict[str, Any]) -> PreparedRun:
     """`o`: the command's options by name (its `locals()` at entry)."""
-    from rlmx.commands.ask import sandbox_choice
     from rlmx.commands.prompts import read_append
     from rlmx.config import choose_models, load_config, parse_depth_models, resolve_models
     from rlmx.context.loaders import context_from_specs
@@ -97,3 +97,23 @@ def prepare_run(o: dict[str, Any]) -> PreparedRun:
         system_prompt_append=read_append(append) if append else cfg.system_prompt_append,
     )
     return PreparedRun(rlm, context, load, output)
+
+
+SANDBOX_WARNINGS = {
+    "process-unisolated": "rlmx: warning: model-written code runs without namespaces (reduced isolation; "
+    "see docs/security.md)",
+    "local": "rlmx: warning: model-written code runs INSIDE this process, UNSAFE (trusted code only)",
+}
+
+
+def sandbox_choice(backend: str) -> Any:
+    """The --sandbox choice as settings; a reduced one is said on stderr (and recorded in the trace)."""
+    from rlmx.sandbox.base import SandboxSettings
+
+    try:
+        settings = SandboxSettings(backend=backend)
+    except InvalidSettings as exc:  # named after the option the user typed
+        raise InvalidSettings(str(exc).replace("SandboxSettings: ", "--sandbox: ")) from exc
+    if backend in SANDBOX_WARNINGS:
+        sys.stderr.write(SANDBOX_WARNINGS[backend] + "\n")
+    return settings
