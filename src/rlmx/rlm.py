@@ -259,7 +259,7 @@ class RLM:
             payload = ctx.payload(
                 query=question, prefilter=self.prefilter, note=context_note, cache_dir=search_cache_dir()
             )
-            options = {**payload.options, "profile": self._profile.dialect, **self._tools.repl_options(0)}
+            options = {**payload.options, **tree.repl_options(0)}
             payload = replace(payload, options={**options, **({"session": True} if session else {})})
         if session:
             session.payload = payload  # the same object every question: workers inherit the zygote's copy

@@ -116,6 +116,22 @@ def _counts(counts: dict[str, int], total: int, noun: str) -> str:
     return text + (f", and {_n(more)} more {noun}" if more > 0 else "")
 
 
+def brief(stats: dict[str, Any]) -> str:
+    """A context's shape in a few words ("a str of 1,024 characters")."""
+    kind, count = stats.get("kind"), stats.get("count", 0)
+    if kind == "str":
+        return f"a str of {stats.get('chars', 0):,} characters"
+    if kind == "documents":
+        return f"a list of {count:,} documents ({stats.get('chars', 0):,} characters)"
+    if kind == "list":
+        return f"a list of {count:,} items"
+    if kind == "dict":
+        return f"a dict with {count:,} keys"
+    if kind == "none":
+        return "None"
+    return f"a {stats.get('type_name', 'value')}"
+
+
 def render(stats: dict[str, Any], *, note: str | None = None) -> str:
     """The metadata lines for the root prompt."""
     kind = stats.get("kind")

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from rlmx.engine.profiles import error_line
 from rlmx.outcomes import SUB_CALL_PURPOSES
 from rlmx.trace.events import (
     BatchEnd,
@@ -47,7 +48,7 @@ def first_line(value: Any, limit: int = LINE_CHARS) -> str:
 def last_line(value: Any, limit: int = LINE_CHARS) -> str:
     """The last non-blank line: for a traceback, the exception itself (`ValueError: bad`)."""
     text = (value.get("text") or value.get("tail") or "") if isinstance(value, dict) else str(value or "")
-    line = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
+    line = error_line(text)
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

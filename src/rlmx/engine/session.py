@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlmx.context.context import Context
+from rlmx.context.metadata import brief
 from rlmx.context.payload import ContextPayload
 from rlmx.engine.ledger import Ledger
 from rlmx.engine.repl_handle import ReplHandle
@@ -37,22 +38,6 @@ class SessionRun:
         if path is None or not given:
             return path
         return path.with_name(f"{path.stem}.q{self.question}{path.suffix}")
-
-
-def brief(stats: dict[str, Any]) -> str:
-    """A context's shape in a few words ("a str of 1,024 characters")."""
-    kind, count = stats.get("kind"), stats.get("count", 0)
-    if kind == "str":
-        return f"a str of {stats.get('chars', 0):,} characters"
-    if kind == "documents":
-        return f"a list of {count:,} documents ({stats.get('chars', 0):,} characters)"
-    if kind == "list":
-        return f"a list of {count:,} items"
-    if kind == "dict":
-        return f"a dict with {count:,} keys"
-    if kind == "none":
-        return "None"
-    return f"a {stats.get('type_name', 'value')}"
 
 
 def session_note(

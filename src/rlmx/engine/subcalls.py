@@ -107,8 +107,8 @@ class SubCalls:
         return None, [f"model {str(name)!r} is not in this run; {used} answered instead"]
 
     def payload_options(self) -> dict[str, Any]:
-        """What a child's REPL is told beside its context: the profile's dialect and its tools."""
-        return {"profile": self.tree.profile.dialect, **self.tree.tools.repl_options(self.depth + 1)}
+        """What a child's REPL is told beside its context (`RunTree.repl_options` one level down)."""
+        return self.tree.repl_options(self.depth + 1)
 
     def batch_width(self, lm: BaseLM | None) -> int:
         """How many calls of a batch are under way at once: twice the model's own concurrency, so a

@@ -85,6 +85,10 @@ class RunTree:
             tools=self.tools.prompt(depth),
         )
 
+    def repl_options(self, depth: int) -> dict[str, Any]:
+        """What a REPL at `depth` is told beside its context: the profile's dialect and its tools."""
+        return {"profile": self.profile.dialect, **self.tools.repl_options(depth)}
+
     def settings(
         self,
         *,
