@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from rlmx.errors import ConfigError
 from rlmx.limits import Limits
 from rlmx.lm.base import LM
+from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.registry import PROVIDERS, ModelOptions, provider_of, resolve_model
 from rlmx.lm.retry import RetryPolicy
 from rlmx.lm.sampling import SAMPLING_KEYS, Sampling, check_accepted
@@ -403,6 +404,7 @@ def resolve_models(
     sampling: Sampling | None = None,
     sub_sampling: Sampling | None = None,
     depth_sampling: dict[int, Sampling] | None = None,
+    limiters: Callable[[str], RateLimiter | None] | None = None,
 ) -> ResolvedModels:
     """LM objects for a run, each model string built once per sampling settings with its provider's
     settings.
@@ -413,7 +415,8 @@ def resolve_models(
     is the one of the role it stands in for (the sub-model when it is the root model; a depth's model
     when it is the sub-model, or the root model at depth 0) takes that role's settings for those it
     leaves unset. A model given different settings in two roles is two model objects, each with its
-    own concurrency limit."""
+    own concurrency limit. `limiters(spec)`: a rate limiter shared beyond this run (a batch's) for the
+    model `spec`, instead of its own."""
     built: dict[tuple[str, Sampling], LM] = {}
 
     def lm(spec: str, settings: Sampling) -> LM:
@@ -422,6 +425,9 @@ def resolve_models(
                 spec, base_url=base_url, concurrency=concurrency, api_key=api_key, sampling=settings
             )
             check_accepted(settings, provider_of(spec), spec.partition(":")[2])
+            shared = limiters(spec) if limiters is not None else None
+            if shared is not None:
+                options = replace(options, shared_limiter=shared)
             built[spec, settings] = resolve_model(spec, options)
         return built[spec, settings]
 

@@ -21,13 +21,26 @@ StopReason = Literal[
     "max_cost_usd",
     "timeout",
     "max_errors",  # Limits.max_errors turns in a row whose code raised
+    "batch_max_llm_calls",  # a whole batch's limits (rlmx batch), shared by every item of the batch
+    "batch_max_total_tokens",
+    "batch_max_cost_usd",
     "error",  # a machinery failure (provider, sandbox) or an answer that failed its schema for good
     "interrupted",  # Ctrl-C, or the caller cancelled the run
 ]
 STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
 LimitReason = Literal[
-    "max_iterations", "max_llm_calls", "max_total_tokens", "max_cost_usd", "timeout", "max_errors"
+    "max_iterations",
+    "max_llm_calls",
+    "max_total_tokens",
+    "max_cost_usd",
+    "timeout",
+    "max_errors",
+    "batch_max_llm_calls",
+    "batch_max_total_tokens",
+    "batch_max_cost_usd",
 ]
+BatchLimitReason = Literal["batch_max_llm_calls", "batch_max_total_tokens", "batch_max_cost_usd"]
+BATCH_LIMIT_REASONS: tuple[BatchLimitReason, ...] = get_args(BatchLimitReason)
 LIMIT_REASONS: tuple[LimitReason, ...] = get_args(LimitReason)
 
 Purpose = Literal[

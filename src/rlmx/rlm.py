@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rlmx.answer import Answer
 from rlmx.context.context import Context
 from rlmx.context.prefilter import Prefilter
-from rlmx.engine.ledger import Ledger
+from rlmx.engine.ledger import Ledger, SharedBudget
 from rlmx.engine.node import Node
 from rlmx.engine.profiles import SYSTEM_PROMPT_VERSION, PromptProfile
 from rlmx.engine.result import NodeResult, RunResult
@@ -153,6 +153,12 @@ class RLM:
         if self.sandbox.backend in ("process", "process-unisolated"):
             import rlmx.sandbox.process  # noqa: F401  (the run's zygote and workers)
 
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """The names of the models this RLM calls (root, sub-model, by depth), each once."""
+        models = self._models
+        return tuple(dict.fromkeys(lm.name for lm in (models.root, models.sub, *models.by_depth.values())))
+
     def session(
         self, context: Any = None, limits: Limits | None = None, *, idle_timeout_s: float | None = None
     ) -> Session:
@@ -210,10 +216,14 @@ class RLM:
         output: Any = None,
         run_id: str | None = None,
         session: SessionRun | None = None,
+        shared: SharedBudget | None = None,
+        trace_to: str | Path | None = None,
     ) -> RunResult:
         """Answer `question` about `context`. `output`: a pydantic type, a JSON schema dict or an
         `rlmx.typed.OutputSpec`; the answer is then validated (see rlmx.typed) and parsed into `.parsed`.
-        `session` (given by `rlmx.session`): the run is a question of that session, in its REPL."""
+        `session` (given by `rlmx.session`): the run is a question of that session, in its REPL.
+        `shared` (given by `rlmx.batch`): limits shared with other runs, checked before each call.
+        `trace_to`: this run's trace file, instead of the one `trace` names (unless tracing is off)."""
         if not isinstance(question, str) or not question.strip():
             raise ConfigError("the question must be a non-empty string")
         output_spec = OutputSpec.of(output)
@@ -228,6 +238,8 @@ class RLM:
         started = time.monotonic()
         run_id = run_id or uuid.uuid4().hex[:12]  # a server may choose it, to name the run before it starts
         trace_path = self._trace_path(run_id)
+        if trace_path is not None and trace_to is not None:
+            trace_path = Path(trace_to)
         if session:
             trace_path = session.trace_file(trace_path, given=self.trace is not True)
         sinks: list[Sink] = []
@@ -252,6 +264,7 @@ class RLM:
             excerpt_chars=self.excerpt_chars,
             profile=self._profile,
             tools=self._tools,
+            shared=shared,
         )
         meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
         payload = session.payload if session and session.payload else None

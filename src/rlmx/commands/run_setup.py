@@ -23,30 +23,7 @@ class PreparedRun:
 
 def prepare_run(o: dict[str, Any]) -> PreparedRun:
     """`o`: the command's options by name (its `locals()` at entry)."""
-    from rlmx.commands.prompts import read_append
-    from rlmx.config import choose_models, load_config, parse_depth_models, resolve_models
     from rlmx.context.loaders import context_from_specs
-    from rlmx.context.prefilter import Prefilter
-    from rlmx.pricing import Pricing, parse_price_specs
-    from rlmx.rlm import RLM
-    from rlmx.tools import load_configured
-
-    cfg = load_config(o["config_file"])
-    choice = choose_models(o["model"], o["sub_model"], cfg, base_url=o["base_url"])
-    limits = cfg.make_limits(
-        choice.limits,
-        max_depth=o["max_depth"],
-        max_iterations=o["max_iterations"],
-        max_llm_calls=o["max_llm_calls"],
-        max_total_tokens=o["max_total_tokens"],
-        max_output_tokens=o["max_output_tokens"],
-        max_cost_usd=o["max_cost_usd"],
-        timeout_s=o["timeout"],
-        max_errors=o["max_errors"],
-    )
-    sandbox_settings = sandbox_choice(o["sandbox"])
-    # the config's tools plus --tools, refused here (import, names) before any model call
-    tool_set, sub_tool_set = load_configured(cfg.tools, cfg.sub_tools, o["tools"])
 
     def load(specs: list[str]) -> Any:
         ctx = context_from_specs(
@@ -59,15 +36,63 @@ def prepare_run(o: dict[str, Any]) -> PreparedRun:
             sys.stderr.write(f"rlmx: {skipped}\n")  # even with --quiet: it explains what the model saw
         return ctx
 
-    context = load(o["context"])
+    built = build_rlm(o, load_context=lambda: load(o["context"]))
+    return PreparedRun(built.rlm, built.context, load, built.output)
+
+
+@dataclass
+class BuiltRLM:
+    rlm: Any  # rlmx.rlm.RLM
+    context: Any
+    output: Any
+
+
+def build_rlm(
+    o: dict[str, Any],
+    *,
+    load_context: Callable[[], Any] = lambda: None,
+    limiters: Callable[[str], Any] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> BuiltRLM:
+    """An `RLM` from ask's options by name (`o`; a batch item's model and limits already merged in). The
+    configuration is read and every refusal made before `load_context()` is called. `limiters(model)`: a
+    rate limiter shared beyond this run (a batch's); `say`: where the one-time notes and warnings go
+    (default: stderr)."""
+    from rlmx.commands.prompts import read_append
+    from rlmx.config import choose_models, load_config, parse_depth_models, resolve_models
+    from rlmx.context.prefilter import Prefilter
+    from rlmx.pricing import Pricing, parse_price_specs
+    from rlmx.rlm import RLM
+    from rlmx.tools import load_configured
+
+    say = say or to_stderr
+    cfg = load_config(o["config_file"])
+    choice = choose_models(o["model"], o["sub_model"], cfg, base_url=o["base_url"])
+    limits = cfg.make_limits(
+        choice.limits,
+        max_depth=o["max_depth"],
+        max_iterations=o["max_iterations"],
+        max_llm_calls=o["max_llm_calls"],
+        max_total_tokens=o["max_total_tokens"],
+        max_output_tokens=o["max_output_tokens"],
+        max_cost_usd=o["max_cost_usd"],
+        timeout_s=o["timeout"],
+        max_errors=o["max_errors"],
+        **o.get("item_limits", {}),
+    )
+    sandbox_settings = sandbox_choice(o["sandbox"], say=say)
+    # the config's tools plus --tools, refused here (import, names) before any model call
+    tool_set, sub_tool_set = load_configured(cfg.tools, cfg.sub_tools, o["tools"])
+    context = load_context()
     prefilter_spec = Prefilter.parse(o["prefilter"])
     output = None
     if o["output_schema"] is not None:
         from rlmx.typed import load_schema_file
 
-        output = load_schema_file(str(o["output_schema"]))
+        schema = o["output_schema"]
+        output = schema if isinstance(schema, dict) else load_schema_file(str(schema))
     if choice.note:
-        sys.stderr.write(choice.note + "\n")  # once per run, even with --quiet: it explains the answer
+        say(choice.note)  # once per run, even with --quiet: it explains the answer
     models = resolve_models(
         cfg,
         choice,
@@ -76,6 +101,7 @@ def prepare_run(o: dict[str, Any]) -> PreparedRun:
         concurrency=o["concurrency"],
         sampling=opt.sampling(o["temperature"], o["top_p"], o["reasoning_effort"]),
         sub_sampling=opt.sampling(o["sub_temperature"], o["sub_top_p"], o["sub_reasoning_effort"]),
+        limiters=limiters,
     )
     append = o["system_prompt_append"]
     rlm = RLM(
@@ -96,7 +122,11 @@ def prepare_run(o: dict[str, Any]) -> PreparedRun:
         sub_tools=sub_tool_set,
         system_prompt_append=read_append(append) if append else cfg.system_prompt_append,
     )
-    return PreparedRun(rlm, context, load, output)
+    return BuiltRLM(rlm, context, output)
+
+
+def to_stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
 
 
 SANDBOX_WARNINGS = {
@@ -106,7 +136,7 @@ SANDBOX_WARNINGS = {
 }
 
 
-def sandbox_choice(backend: str) -> Any:
+def sandbox_choice(backend: str, say: Callable[[str], None] | None = None) -> Any:
     """The --sandbox choice as settings; a reduced one is said on stderr (and recorded in the trace)."""
     from rlmx.sandbox.base import SandboxSettings
 
@@ -115,5 +145,5 @@ def sandbox_choice(backend: str) -> Any:
     except InvalidSettings as exc:  # named after the option the user typed
         raise InvalidSettings(str(exc).replace("SandboxSettings: ", "--sandbox: ")) from exc
     if backend in SANDBOX_WARNINGS:
-        sys.stderr.write(SANDBOX_WARNINGS[backend] + "\n")
+        (say or to_stderr)(SANDBOX_WARNINGS[backend])
     return settings

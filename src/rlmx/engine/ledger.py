@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rlmx.errors import BudgetExhausted
 from rlmx.limits import Limits
@@ -175,13 +175,33 @@ class Ledger:
         return out
 
 
+class SharedBudget(Protocol):
+    """Limits a run shares with other runs (a batch's, see rlmx.batch): asked before each of the run's
+    model calls, after its own ledger, and told how the call went.
+
+    `reserve` raises `BudgetExhausted` when a shared limit forbids the call; `final=True` is the forced
+    final answer, which takes the reservation the run was given when it was admitted. `settle` gets the
+    grant back with what the call used (`made=False`: no request was sent, e.g. a cache hit)."""
+
+    @property
+    def prices_calls(self) -> bool:
+        """True when the shared limits include a cost budget: every call then needs a cost estimate."""
+        ...
+
+    async def reserve(
+        self, *, est_tokens: int, est_cost_usd: float | None, final: bool, final_reserve_usd: float
+    ) -> Any: ...
+
+    def settle(self, grant: Any, *, tokens: int, cost_usd: float | None, made: bool) -> None: ...
+
+
 def budget_message(limit: LimitReason, limits: Limits, scope: str = "") -> str:
     detail = {
         "max_llm_calls": f"max_llm_calls={limits.max_llm_calls} reached (the last call is kept for the final answer)",
         "max_total_tokens": f"max_total_tokens={limits.max_total_tokens} reached",
         "timeout": f"timeout_s={limits.timeout_s} reached",
         "max_cost_usd": f"max_cost_usd={limits.max_cost_usd} reached",
-    }.get(limit, limit)
+    }.get(limit.removeprefix("batch_"), limit)
     return f"budget exhausted: {scope}{detail}; no more sub-calls can be made, answer from what you have"
 
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rlmx.engine.ledger import Ledger
+from rlmx.engine.ledger import Ledger, SharedBudget
 from rlmx.engine.profiles import PromptProfile
 from rlmx.errors import BudgetExhausted, ConfigError, DeadlineExceeded, ModelError
 from rlmx.limits import HistorySettings, Limits
@@ -74,6 +74,7 @@ class RunTree:
     excerpt_chars: int = 2_000
     profile: PromptProfile = field(default_factory=PromptProfile.of)
     tools: RunTools = field(default_factory=RunTools)  # the user's tools, by depth (rlmx.tools)
+    shared: SharedBudget | None = None  # limits shared with other runs (a batch's), checked after the ledger
 
     def system_prompt(self, depth: int, sub_lm: BaseLM) -> str:
         """The system prompt of an RLM at `depth`: its profile's, naming the tools of its REPL."""
@@ -113,9 +114,14 @@ class RunTree:
             on_retry=on_retry,
         )
 
+    @property
+    def cost_bounded(self) -> bool:
+        """A cost budget applies to the run: its own `max_cost_usd`, or a shared one (a batch's)."""
+        return self.limits.max_cost_usd is not None or (self.shared is not None and self.shared.prices_calls)
+
     def output_cap(self) -> int | None:
         """The per-call output cap; under a cost budget there always is one, so estimates are bounds."""
-        if self.limits.max_output_tokens is not None or self.limits.max_cost_usd is None:
+        if self.limits.max_output_tokens is not None or not self.cost_bounded:
             return self.limits.max_output_tokens
         return BUDGET_OUTPUT_TOKENS
 
@@ -126,7 +132,7 @@ class RunTree:
 
     def estimate_cost(self, lm: LM, input_tokens: int, output_tokens: int) -> float | None:
         """Worst-case USD of a call, for the budget; None without a budget or a price."""
-        if self.limits.max_cost_usd is None or self.pricer is None:
+        if not self.cost_bounded or self.pricer is None:
             return None
         return self.pricer(lm.name, Usage(input_tokens=input_tokens, output_tokens=output_tokens))
 
@@ -170,6 +176,18 @@ class RunTree:
         if final and deadline is not None and deadline <= time.monotonic():
             raise BudgetExhausted("timeout", "no time left for a final answer")
         reserved = self.ledger.acquire(final=final, est_input_tokens=est_input, est_cost_usd=est_cost)
+        grant = None
+        if self.shared is not None:
+            try:
+                grant = await self.shared.reserve(
+                    est_tokens=est_input,
+                    est_cost_usd=est_cost,
+                    final=final,
+                    final_reserve_usd=self.ledger.final_reserve_usd,
+                )
+            except BaseException:
+                self.ledger.release(reserved)
+                raise
         started = time.monotonic()
 
         def on_retry(attempt: int, error: str, delay: float) -> None:
@@ -217,6 +235,10 @@ class RunTree:
                 cost = self.cost_of(lm, usage) if response else 0.0
                 self.ledger.record(lm.name, depth, usage, cost, reserved)
                 booked = True
+            if self.shared is not None:
+                made = response is None or not response.cached
+                tokens = usage.input_tokens + usage.output_tokens
+                self.shared.settle(grant, tokens=tokens, cost_usd=cost, made=made)
             self.emitter.emit(
                 LMCall(
                     parent_id=parent_id,

@@ -55,6 +55,9 @@ class ModelOptions:
     temperature: float | None = None
     top_p: float | None = None
     reasoning_effort: str | None = None
+    # a limiter shared with other model objects, e.g. a batch's fleet-wide one (rlmx.batch); when set,
+    # it replaces the per-model limiter that `requests_per_minute` / `tokens_per_minute` would make
+    shared_limiter: RateLimiter | None = None
 
     def __post_init__(self) -> None:
         sampling = Sampling(self.temperature, self.top_p, self.reasoning_effort)  # refuses bad values
@@ -79,7 +82,9 @@ class ModelOptions:
         }
 
     def limiter(self) -> RateLimiter | None:
-        """A fresh limiter for one model, or None when no per-minute budget is set."""
+        """A fresh limiter for one model (or the shared one), or None when no per-minute budget is set."""
+        if self.shared_limiter is not None:
+            return self.shared_limiter
         if self.requests_per_minute is None and self.tokens_per_minute is None:
             return None
         return RateLimiter(self.requests_per_minute, self.tokens_per_minute)

@@ -1,0 +1,82 @@
+"""The local executor: the batch's items as asyncio tasks in this process, `concurrency` at a time,
+sharing one fleet (ledger and rate limiters) and the RLMs (model connections) of equal settings."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rlmx.batch.client import LocalFleetClient
+from rlmx.batch.executor import Finished, Plan
+from rlmx.batch.fleet import Fleet
+from rlmx.batch.item_run import ItemRunner
+from rlmx.batch.items import BatchItem
+from rlmx.engine.runtime import UnwaitedExecutor
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_default_executor(UnwaitedExecutor())
+        self.tasks: dict[asyncio.Task[dict[str, Any]], tuple[BatchItem, int]] = {}
+
+    def start(self, plan: Plan) -> None:
+        self.plan = plan
+        self.fleet = Fleet(plan.limits, plan.rates, window_s=plan.rate_window_s)
+        self.runner = ItemRunner(
+            plan.defaults,
+            LocalFleetClient(self.fleet),
+            plan.limits,
+            rated_models=frozenset(plan.rates),
+            trace_dir=plan.trace_dir,
+        )
+        self.contexts: dict[str, Any] = {}
+
+    @property
+    def node(self) -> str:
+        return self.runner.node
+
+    def admit(self, item: BatchItem, attempt: int) -> str | None:
+        return self.fleet.admit(item.key, attempt)
+
+    def finish(self, item: BatchItem, attempt: int) -> None:
+        self.fleet.finish(item.key, attempt)
+
+    def abandon(self, item: BatchItem, attempt: int) -> None:
+        self.fleet.abandon(item.key, attempt)
+
+    def submit(self, item: BatchItem, attempt: int) -> None:
+        context = self.plan.contexts.context(item)
+        task = self.loop.create_task(self.runner.run(item, context, attempt))
+        self.tasks[task] = (item, attempt)
+
+    def running(self) -> int:
+        return len(self.tasks)
+
+    def wait(self, timeout: float) -> list[Finished]:
+        if not self.tasks:
+            return []
+        done, _ = self.loop.run_until_complete(
+            asyncio.wait(list(self.tasks), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        )
+        finished = []
+        for task in done:
+            item, attempt = self.tasks.pop(task)
+            finished.append(Finished(item, attempt, task.result()))  # run() returns failures as lines
+        return finished
+
+    def totals(self) -> dict[str, Any]:
+        return self.fleet.totals()
+
+    def close(self) -> None:
+        """Cancel what still runs (Ctrl-C) and let it end its traces and sandboxes."""
+        for task in self.tasks:
+            task.cancel()
+        if self.tasks:
+            self.loop.run_until_complete(asyncio.wait(list(self.tasks), timeout=10))
+        self.tasks.clear()
+        self.loop.run_until_complete(self.runner.aclose())
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        self.loop.close()

@@ -1,0 +1,371 @@
+"""The batch driver: which items to run (resume), admitting them to the fleet, retrying attempts lost with
+their worker, writing each result as it arrives, and the summary. What `rlmx batch` and `rlmx eval
+--executor ray` use; see `rlmx.batch.run`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlmx.batch.executor import Contexts, Executor, Plan
+from rlmx.batch.fleet import BatchLimits, RateSpec
+from rlmx.batch.item_run import ASK_DEFAULTS, ItemRunner, failed_record, rlm_key
+from rlmx.batch.items import BatchInputError, BatchItem
+from rlmx.batch.results import ResultsFile, is_failed, is_unstarted
+from rlmx.errors import ConfigError, RLMError
+from rlmx.outcomes import BATCH_LIMIT_REASONS, EXIT_LIMIT, EXIT_OK, EXIT_RUN_ERROR
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class Summary:
+    total: int  # items in the input
+    skipped: int  # already in the results file
+    ran: int = 0  # results written by this run
+    by_stopped: Counter[str] = field(default_factory=Counter)  # every input id's latest result
+    failed: int = 0
+    running: int = 0
+    fleet: dict[str, Any] = field(default_factory=dict)  # the batch ledger's totals
+    cost_usd: float = 0.0  # this run's items' costs (their usage)
+    wall_s: float = 0.0
+    lost_attempts: int = 0
+
+    @property
+    def items_per_min(self) -> float:
+        return 60.0 * self.ran / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every item ended `final`, 3 when some stopped at a limit and none failed, else 1."""
+        if self.failed:
+            return EXIT_RUN_ERROR
+        return EXIT_OK if set(self.by_stopped) <= {"final"} else EXIT_LIMIT
+
+    def lines(self) -> list[str]:
+        stops = ", ".join(f"{n} {reason}" for reason, n in self.by_stopped.most_common())
+        fleet = self.fleet
+        usage = (
+            f"{fleet.get('calls', 0)} model calls, {fleet.get('total_tokens', 0):,} tokens, "
+            f"${fleet.get('cost_usd', 0.0):.4f}"
+        )
+        if fleet.get("lost_calls"):
+            usage += f" ({fleet['lost_calls']} calls of lost attempts booked at their estimates)"
+        out = [
+            f"[rlmx] batch: {self.total} items; {self.ran} run now, {self.skipped} already done; by outcome: "
+            f"{stops or 'none'}",
+            f"[rlmx] usage: {usage}; {self.wall_s:.1f} s wall, {self.items_per_min:.1f} items/min",
+        ]
+        if fleet.get("reached"):
+            out.append(
+                f"[rlmx] the batch limit {fleet['reached']} was reached: items not started are written with "
+                "that stopped_by; run the same command with a higher limit to finish them"
+            )
+        if self.lost_attempts:
+            out.append(f"[rlmx] {self.lost_attempts} attempts were lost with their worker and retried")
+        return out
+
+
+class Batch:
+    """Iterate for the results written by this run, as they finish; `summary` is complete afterwards."""
+
+    def __init__(
+        self,
+        items: list[BatchItem],
+        executor: Executor,
+        plan: Plan,
+        *,
+        out: Path | None,
+        retry_failed: bool,
+        concurrency: int,
+        max_attempts: int,
+        on_progress: Callable[[Summary], None] | None,
+    ) -> None:
+        self.items = items
+        self.executor = executor
+        self.plan = plan
+        self.results = ResultsFile(out) if out is not None else None
+        self.retry_failed = retry_failed
+        self.concurrency = concurrency
+        self.max_attempts = max_attempts
+        self.on_progress = on_progress
+        self.latest = self.results.load() if self.results else {}
+        self.todo = [item for item in items if self._needs_run(item)]
+        self.summary = Summary(total=len(items), skipped=len(items) - len(self.todo))
+
+    def _needs_run(self, item: BatchItem) -> bool:
+        record = self.latest.get(item.key)
+        if record is None or is_unstarted(record):
+            return True
+        return self.retry_failed and is_failed(record)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        started = time.monotonic()
+        pending = deque(self.todo)
+        attempts: Counter[str] = Counter()
+        written = 0
+        executor = self.executor
+        try:
+            if self.todo:
+                executor.start(self.plan)
+            while pending or executor.running():
+                while pending and executor.running() < self.concurrency:
+                    item = pending.popleft()
+                    attempts[item.key] += 1
+                    refusal = executor.admit(item, attempts[item.key])
+                    if refusal is not None:
+                        record = failed_record(
+                            item, None, attempts=attempts[item.key] - 1, node=None, stopped_by=refusal
+                        )
+                        written += 1
+                        yield self._write(record)
+                        continue
+                    executor.submit(item, attempts[item.key])
+                for done in executor.wait(timeout=0.5):
+                    if done.record is not None:
+                        executor.finish(done.item, done.attempt)
+                        written += 1
+                        yield self._write(done.record)
+                        continue
+                    executor.abandon(done.item, done.attempt)
+                    self.summary.lost_attempts += 1
+                    if done.attempt < self.max_attempts:
+                        pending.appendleft(done.item)
+                    else:
+                        why = f"lost with its worker in all {done.attempt} attempts; last: {done.lost}"
+                        written += 1
+                        yield self._write(failed_record(done.item, why, attempts=done.attempt, node=None))
+                self._progress(started, executor.running())
+        finally:
+            self.summary.wall_s = time.monotonic() - started
+            if self.todo:
+                self.summary.fleet = executor.totals()
+                executor.close()
+            self._tally()
+            self._compact()
+
+    def _write(self, record: dict[str, Any]) -> dict[str, Any]:
+        if self.results is not None:
+            self.results.append(record)
+        self.latest[str(record["id"])] = record
+        self.summary.ran += 1
+        self.summary.cost_usd += (record.get("usage") or {}).get("cost_usd") or 0.0
+        return record
+
+    def _progress(self, started: float, running: int) -> None:
+        if self.on_progress is None:
+            return
+        self.summary.wall_s = time.monotonic() - started
+        self.summary.running = running
+        self._tally()
+        self.summary.fleet = self.executor.totals()
+        self.on_progress(self.summary)
+
+    def _tally(self) -> None:
+        records = [self.latest[item.key] for item in self.items if item.key in self.latest]
+        self.summary.by_stopped = Counter(str(r.get("stopped_by")) for r in records)
+        self.summary.failed = sum(1 for r in records if is_failed(r))
+
+    def _compact(self) -> None:
+        """One line an id (the latest), atomically, when this run superseded earlier lines."""
+        if self.results is None or not self.results.path.exists():
+            return
+        self.results.close()
+        latest = self.results.load()
+        if self.results.lines == len(latest) and not self.results.dropped_partial:
+            return
+        order = [item.key for item in self.items if item.key in latest]
+        order += [key for key in latest if key not in set(order)]
+        self.results.rewrite(latest[key] for key in order)
+
+
+def run(
+    items: list[BatchItem] | list[dict[str, Any]],
+    *,
+    out: str | os.PathLike[str] | None = None,
+    executor: str | Executor = "local",
+    address: str | None = None,
+    concurrency: int = 4,
+    limits: BatchLimits | None = None,
+    rpm: int | None = None,
+    tpm: int | None = None,
+    rate_window_s: float = 60.0,
+    trace_dir: str | os.PathLike[str] | None = None,
+    retry_failed: bool = False,
+    max_attempts: int = 3,
+    cpus_per_item: float = 1.0,
+    on_progress: Callable[[Summary], None] | None = None,
+    say: Say | None = None,
+    **options: Any,
+) -> Batch:
+    """Run `items` (BatchItem objects, or dicts shaped as the JSONL lines) with `rlmx ask`'s options as
+    every item's defaults (`model=`, `max_iterations=`, `sandbox=`, ...; see ASK_DEFAULTS). Returns a
+    `Batch`: iterate it for the results as they finish (nothing runs before); with `out`, each is also
+    appended (fsync'd) to that JSONL file, and ids already there are skipped (resume).
+
+    Everything is checked before the first item runs: the items, their contexts, their models and
+    settings (ConfigError, BatchInputError naming the input lines)."""
+    from rlmx.batch.items import check_items
+
+    say = say or to_stderr
+    unknown = sorted(set(options) - set(ASK_DEFAULTS))
+    if unknown:
+        raise ConfigError(
+            f"rlmx.batch.run: unknown option {', '.join(unknown)}; known: {', '.join(ASK_DEFAULTS)}"
+        )
+    if concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1 (items run at the same time)")
+    if max_attempts < 1:
+        raise ConfigError("--max-attempts must be at least 1")
+    if rate_window_s <= 0:
+        raise ConfigError("--rate-window must be > 0 seconds")
+    checked = [i for i in items if isinstance(i, BatchItem)]
+    if len(checked) != len(items):
+        checked = check_items([i for i in items if not isinstance(i, BatchItem)])
+    limits = limits or BatchLimits()
+    defaults = {**options}
+    for key in ("config_file", "output_schema"):
+        if isinstance(defaults.get(key), (str, os.PathLike)):
+            defaults[key] = str(Path(defaults[key]).resolve())
+    plan = Plan(
+        defaults=defaults,
+        limits=limits,
+        rate_window_s=rate_window_s,
+        trace_dir=str(Path(trace_dir).resolve()) if trace_dir else None,
+        contexts=Contexts({**ASK_DEFAULTS, **defaults}),
+        cpus_per_item=cpus_per_item,
+    )
+    models = validate(checked, plan, say)
+    plan.rates = rates_for(models, defaults, rpm, tpm)
+    plan.env = worker_env(models, defaults)
+    if trace_dir:
+        Path(trace_dir).mkdir(parents=True, exist_ok=True)
+    if isinstance(executor, str):
+        executor = make_executor(executor, address)
+    return Batch(
+        checked,
+        executor,
+        plan,
+        out=Path(out) if out is not None else None,
+        retry_failed=retry_failed,
+        concurrency=concurrency,
+        max_attempts=max_attempts,
+        on_progress=on_progress,
+    )
+
+
+def to_stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def make_executor(name: str, address: str | None = None) -> Executor:
+    if name == "local":
+        if address:
+            raise ConfigError("--address is for --executor ray; the local executor runs in this process")
+        from rlmx.batch.local import LocalExecutor
+
+        return LocalExecutor()
+    if name == "ray":
+        from rlmx.batch.ray_executor import RayExecutor
+
+        return RayExecutor(address)
+    raise ConfigError(f"unknown executor {name!r}; choose local or ray")
+
+
+def validate(items: list[BatchItem], plan: Plan, say: Say) -> set[str]:
+    """Build each distinct item setting's RLM once here, so a bad model, key, limit or schema is refused
+    before anything runs (notes said once); check every context. Returns the models the batch uses."""
+    from rlmx.batch.client import LocalFleetClient
+    from rlmx.batch.fleet import Fleet
+
+    probe = ItemRunner(plan.defaults, LocalFleetClient(Fleet()), plan.limits)
+    problems: list[str] = []
+    models: set[str] = set()
+    said: set[str] = set()
+
+    def once(line: str) -> None:
+        if line not in said:
+            said.add(line)
+            say(line)
+
+    seen: dict[str, str | None] = {}
+    for item in items:
+        key = rlm_key(item)
+        if key not in seen:
+            try:
+                built = probe.built(item, say=once)
+                models.update(built.rlm.model_names)
+                check_prices(built.rlm, plan.limits)
+                seen[key] = None
+            except RLMError as exc:
+                seen[key] = str(exc)
+        if seen[key] is not None:
+            problems.append(f"line {item.line}: {seen[key]}")
+    problems += plan.contexts.check(items)
+    if problems:
+        raise BatchInputError("batch input", sorted(problems, key=lambda p: int(p.split(":")[0].split()[1])))
+    return models
+
+
+def check_prices(rlm: Any, limits: BatchLimits) -> None:
+    """Under --batch-max-cost-usd every model must have a price (else the budget cannot hold)."""
+    if limits.max_cost_usd is None or rlm.allow_unpriced:
+        return
+    from rlmx.pricing import default_pricing, is_priced
+
+    pricer = rlm.pricer or default_pricing()
+    unpriced = [name for name in rlm.model_names if not is_priced(pricer, name)]
+    if unpriced:
+        raise ConfigError(
+            f"--batch-max-cost-usd cannot be enforced: no price known for {', '.join(unpriced)}; give one "
+            "with --price MODEL=IN,OUT (USD per million tokens) or pass --allow-unknown-price"
+        )
+
+
+def rates_for(
+    models: set[str], defaults: dict[str, Any], rpm: int | None, tpm: int | None
+) -> dict[str, RateSpec]:
+    """Each model's fleet-wide rate limit: --rpm/--tpm, else its provider's in the config."""
+    from rlmx.config import load_config
+
+    if (rpm is not None and rpm < 1) or (tpm is not None and tpm < 1):
+        raise ConfigError("--rpm and --tpm must be at least 1")
+    cfg = load_config(defaults.get("config_file"))
+    rates = {}
+    for model in sorted(models):
+        section = cfg.providers.get(model.split(":", 1)[0], {})
+        spec = RateSpec(
+            rpm if rpm is not None else section.get("requests_per_minute"),
+            tpm if tpm is not None else section.get("tokens_per_minute"),
+        )
+        if spec.rpm is not None or spec.tpm is not None:
+            rates[model] = spec
+    return rates
+
+
+def worker_env(models: set[str], defaults: dict[str, Any]) -> dict[str, str]:
+    """The environment variables workers need to reach the batch's models (their keys and endpoints),
+    taken from this process's environment: for the ray executor's `runtime_env`, never task arguments."""
+    from rlmx.config import load_config
+    from rlmx.lm.registry import PROVIDERS
+
+    cfg = load_config(defaults.get("config_file"))
+    names: set[str] = set()
+    for model in models:
+        provider = model.split(":", 1)[0]
+        record = PROVIDERS.get(provider)
+        if record is not None:
+            names.update(n for n in (record.key_env, record.base_env, *record.more_key_envs) if n)
+        key_env = cfg.providers.get(provider, {}).get("api_key_env")
+        if key_env:
+            names.add(key_env)
+    return {name: os.environ[name] for name in sorted(names) if os.environ.get(name)}
+
+
+__all__ = ["BATCH_LIMIT_REASONS", "Batch", "BatchLimits", "Summary", "run"]

@@ -1,0 +1,211 @@
+"""`rlmx batch INPUT.jsonl --out RESULTS.jsonl`: many questions, each an RLM run, here or on a Ray cluster."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rlmx.commands import options as opt
+from rlmx.outcomes import EXIT_INTERRUPTED
+
+HELP = (
+    "Answer every question of INPUT (JSONL), writing one result line an item to --out.\n\n"
+    'An input line: {"id": ..., "question": ..., "context": PATH | [PATHS] | {"text": ...}}, and optionally '
+    '"model", "sub_model", "limits" (rlmx.Limits fields), "output_schema" and "meta". Bad lines are reported, '
+    "by line number, before anything runs.\n\n"
+    "A result line: id, answer, answer_source, stopped_by, usage, error, elapsed_s, trace_path, attempts, node. "
+    "Running the same command again resumes: ids already in --out are skipped. The options of `rlmx ask` are "
+    "every item's defaults.\n\n"
+    "Exit codes: 0 every item ended final; 3 some stopped at a limit, none failed; 1 some failed; 2 bad usage "
+    "or input. Ray clusters, shared paths and keys: docs/scaling.md."
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="batch", help=HELP)(batch)
+
+
+def batch(
+    input_file: Annotated[
+        Path, typer.Argument(help="Items, one JSON object a line.", metavar="INPUT.jsonl", show_default=False)
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="Results, one JSON line an item (appended; resumable).", show_default=False
+        ),
+    ],
+    executor: Annotated[
+        str, typer.Option(help="Where items run: local (this process) or ray (a Ray cluster; rlmx[ray]).")
+    ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster: auto, HOST:PORT or ray://HOST:PORT (default: start a local Ray)."),
+    ] = None,
+    concurrency: Annotated[int, typer.Option(help="Items running at the same time.", min=1)] = 4,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed",
+            help="Also rerun items whose result has an error; rewrite --out, one line an id.",
+        ),
+    ] = False,
+    max_attempts: Annotated[
+        int, typer.Option(help="Attempts of an item whose worker or node dies under it.", min=1)
+    ] = 3,
+    batch_max_cost_usd: Annotated[
+        float | None, typer.Option(help="USD for the whole batch (every item's calls together).")
+    ] = None,
+    batch_max_llm_calls: Annotated[int | None, typer.Option(help="Model calls for the whole batch.")] = None,
+    batch_max_total_tokens: Annotated[int | None, typer.Option(help="Tokens for the whole batch.")] = None,
+    rpm: Annotated[
+        int | None,
+        typer.Option(help="Requests per minute per model, for the whole fleet (default: config's)."),
+    ] = None,
+    tpm: Annotated[int | None, typer.Option(help="Tokens per minute per model, for the whole fleet.")] = None,
+    rate_window: Annotated[
+        float, typer.Option(help="Seconds over which --rpm/--tpm are counted (scaled to the window).")
+    ] = 60.0,
+    trace_dir: Annotated[
+        Path | None,
+        typer.Option(help="Folder for the items' traces, where each runs (default: each node's state dir)."),
+    ] = None,
+    cpus_per_item: Annotated[
+        float, typer.Option(help="Ray CPUs an item takes (0.25: four items a CPU; they mostly wait).")
+    ] = 1.0,
+    include: opt.Include = [],  # noqa: B006
+    exclude: opt.Exclude = [],  # noqa: B006
+    allow_empty_context: opt.AllowEmptyContext = False,
+    no_gitignore: opt.NoGitignore = False,
+    prefilter: opt.Prefilter = None,
+    model: opt.Model = None,
+    sub_model: opt.SubModel = None,
+    base_url: opt.BaseUrl = None,
+    depth_model: opt.DepthModel = [],  # noqa: B006
+    temperature: opt.Temperature = None,
+    top_p: opt.TopP = None,
+    reasoning_effort: opt.ReasoningEffort = None,
+    sub_temperature: opt.SubTemperature = None,
+    sub_top_p: opt.SubTopP = None,
+    sub_reasoning_effort: opt.SubReasoningEffort = None,
+    max_depth: opt.MaxDepth = None,
+    max_iterations: opt.MaxIterations = None,
+    max_llm_calls: opt.MaxLlmCalls = None,
+    max_total_tokens: opt.MaxTotalTokens = None,
+    max_output_tokens: opt.MaxOutputTokens = None,
+    max_cost_usd: opt.MaxCostUsd = None,
+    price: opt.Price = [],  # noqa: B006
+    allow_unknown_price: opt.AllowUnknownPrice = False,
+    timeout: opt.Timeout = None,
+    max_errors: opt.MaxErrors = None,
+    prompt: opt.Prompt = None,
+    system_prompt_append: opt.SystemPromptAppend = None,
+    model_concurrency: Annotated[
+        int | None, typer.Option(help="Concurrent requests per model in each process (default: 64).", min=1)
+    ] = None,
+    cache: opt.Cache = False,
+    config_file: opt.ConfigFile = None,
+    no_trace: opt.NoTrace = False,
+    trace_full: opt.TraceFull = False,
+    sandbox: opt.Sandbox = "process",
+    tools: opt.Tools = [],  # noqa: B006
+    output_schema: opt.OutputSchema = None,
+    quiet: opt.Quiet = False,
+    debug: opt.Debug = False,  # read by rlmx.cli.main() before parsing
+) -> None:
+    import rlmx.batch
+    from rlmx.batch.items import read_items
+    from rlmx.batch.progress import progress_for
+
+    given: dict[str, Any] = dict(locals())
+    defaults = {key: given[key] for key in ASK_OPTIONS}
+    defaults["concurrency"] = model_concurrency
+    items = read_items(input_file)
+    limits = rlmx.batch.BatchLimits(batch_max_llm_calls, batch_max_total_tokens, batch_max_cost_usd)
+    display: Any = None
+
+    def on_progress(summary: Any) -> None:
+        if display is not None:
+            display.tick(summary)
+
+    run = rlmx.batch.run(
+        items,
+        out=out,
+        executor=executor,
+        address=address,
+        concurrency=concurrency,
+        limits=limits,
+        rpm=rpm,
+        tpm=tpm,
+        rate_window_s=rate_window,
+        trace_dir=trace_dir,
+        retry_failed=retry_failed,
+        max_attempts=max_attempts,
+        cpus_per_item=cpus_per_item,
+        on_progress=on_progress,
+        **defaults,
+    )
+    todo = len(run.todo)
+    if not quiet and run.summary.skipped:
+        sys.stderr.write(f"[rlmx] resuming: {run.summary.skipped} of {len(items)} items already in {out}\n")
+    display = progress_for(sys.stderr, todo, quiet=quiet)
+    try:
+        for record in run:
+            if display is not None:
+                display.item(record, run.summary)
+    except KeyboardInterrupt:
+        if display is not None:
+            display.close()
+        sys.stderr.write(
+            f"rlmx: interrupted; {run.summary.ran} results written to {out}; run the same command to resume\n"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    if display is not None:
+        display.close()
+    if not quiet:
+        for line in run.summary.lines():
+            sys.stderr.write(line + "\n")
+    raise typer.Exit(run.summary.exit_code)
+
+
+# the options of `rlmx ask` that `rlmx batch` passes to every item (`--concurrency` is the batch's own:
+# items at once; the per-model request limit is `--model-concurrency`)
+ASK_OPTIONS = (
+    "include",
+    "exclude",
+    "allow_empty_context",
+    "no_gitignore",
+    "prefilter",
+    "model",
+    "sub_model",
+    "base_url",
+    "depth_model",
+    "temperature",
+    "top_p",
+    "reasoning_effort",
+    "sub_temperature",
+    "sub_top_p",
+    "sub_reasoning_effort",
+    "max_depth",
+    "max_iterations",
+    "max_llm_calls",
+    "max_total_tokens",
+    "max_output_tokens",
+    "max_cost_usd",
+    "price",
+    "allow_unknown_price",
+    "timeout",
+    "max_errors",
+    "prompt",
+    "system_prompt_append",
+    "cache",
+    "config_file",
+    "no_trace",
+    "trace_full",
+    "sandbox",
+    "tools",
+    "output_schema",
+)
