@@ -3,10 +3,13 @@ batch's options, limits and contexts) and the items, one attempt at a time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rlmx.batch.client import FleetClient
 from rlmx.batch.fleet import BatchLimits, RateSpec
+from rlmx.batch.item_run import ItemRunner
 from rlmx.batch.items import BatchItem
 from rlmx.errors import RLMError
 
@@ -64,6 +67,26 @@ class Contexts:
         return problems
 
 
+class Worker(Protocol):
+    """What runs an executor's items in a process: built once there (`Plan.worker`), then reused."""
+
+    async def run(self, item: Any, context: Any, attempt: int) -> dict[str, Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def batch_worker(plan: Plan, client: FleetClient, node: str | None) -> Worker:
+    """The worker of `rlmx batch`: an RLM run per item."""
+    return ItemRunner(
+        plan.defaults,
+        client,
+        plan.limits,
+        rated_models=frozenset(plan.rates),
+        trace_dir=plan.trace_dir,
+        node=node,
+    )
+
+
 @dataclass
 class Plan:
     defaults: dict[str, Any]  # `rlmx ask`'s options by name (rlmx.batch.item_run.ASK_DEFAULTS)
@@ -74,6 +97,9 @@ class Plan:
     contexts: Contexts = field(default_factory=lambda: Contexts({}))
     cpus_per_item: float = 1.0
     env: dict[str, str] = field(default_factory=dict)  # what workers need in their environment (keys)
+    # what runs the items, made once in each process (a top-level function: Ray pickles it by name)
+    worker: Callable[[Plan, FleetClient, str | None], Worker] = batch_worker
+    payload: Any = None  # what another kind of worker needs (rlmx eval's configuration)
 
 
 class Executor(Protocol):

@@ -9,7 +9,7 @@ from typing import Any
 from rlmx.batch.client import LocalFleetClient
 from rlmx.batch.executor import Finished, Plan
 from rlmx.batch.fleet import Fleet
-from rlmx.batch.item_run import ItemRunner
+from rlmx.batch.item_run import host_name
 from rlmx.batch.items import BatchItem
 from rlmx.engine.runtime import UnwaitedExecutor
 
@@ -25,18 +25,12 @@ class LocalExecutor:
     def start(self, plan: Plan) -> None:
         self.plan = plan
         self.fleet = Fleet(plan.limits, plan.rates, window_s=plan.rate_window_s)
-        self.runner = ItemRunner(
-            plan.defaults,
-            LocalFleetClient(self.fleet),
-            plan.limits,
-            rated_models=frozenset(plan.rates),
-            trace_dir=plan.trace_dir,
-        )
+        self.runner = plan.worker(plan, LocalFleetClient(self.fleet), host_name())
         self.contexts: dict[str, Any] = {}
 
     @property
     def node(self) -> str:
-        return self.runner.node
+        return host_name()
 
     def admit(self, item: BatchItem, attempt: int) -> str | None:
         return self.fleet.admit(item.key, attempt)

@@ -59,6 +59,13 @@ def eval_command(
         typer.Option(help="FAMILY=VARIANT, e.g. doc_multihop=hotpotqa; repeatable (`rlmx eval --list`)."),
     ] = [],  # noqa: B006
     concurrency: Annotated[int, typer.Option(help="Items run at the same time.", min=1)] = 8,
+    executor: Annotated[
+        str, typer.Option(help="Where items run: local (this process) or ray (a Ray cluster; rlmx[ray]).")
+    ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(help="With --executor ray: auto, HOST:PORT or ray://HOST:PORT (default: a local Ray)."),
+    ] = None,
     out: Annotated[Path, typer.Option(help="Folder for results.jsonl, traces, cache and the report.")] = Path(
         "results"
     ),
@@ -154,6 +161,8 @@ def eval_command(
         sub_sampling=opt.sampling(sub_temperature, sub_top_p, sub_reasoning_effort),
         prompt=prompt or "rlmx",
         system_prompt_append=read_append(system_prompt_append) if system_prompt_append else "",
+        executor=executor,
+        address=address,
     )
 
     def progress(line: str) -> None:

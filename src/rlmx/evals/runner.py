@@ -64,6 +64,10 @@ class EvalConfig:
     # the RLM method's prompt profile: "rlmx", "official" or a template file (read when the config is made)
     prompt: str | PromptProfile = DEFAULT_PROMPT
     system_prompt_append: str = ""
+    # where items run: "local" (asyncio in this process) or "ray" (tasks on a Ray cluster at `address`;
+    # see rlmx.evals.distributed and docs/scaling.md)
+    executor: str = "local"
+    address: str | None = None
     profile: PromptProfile = field(init=False, repr=False)
 
     def price(self) -> Any:
@@ -86,6 +90,10 @@ class EvalConfig:
             raise ConfigError("--n and --concurrency must be >= 1")
         if not 0.0 <= self.noise < 1.0:
             raise ConfigError("--noise must be in [0, 1)")
+        if self.executor not in ("local", "ray"):
+            raise ConfigError(f"unknown executor {self.executor!r}; choose local or ray")
+        if self.address and self.executor != "ray":
+            raise ConfigError("--address is for --executor ray; the local executor runs in this process")
         self.profile = PromptProfile.of(self.prompt, append=self.system_prompt_append)
 
     def role_sampling(self) -> tuple[Sampling, Sampling]:
@@ -137,15 +145,20 @@ class Runner:
         self.sub_lm: LM | None = None
         self._write_lock = asyncio.Lock()
 
-    def _prepare(self) -> set[tuple[str, str]]:
+    def prepare_models(self) -> None:
+        """The root and sub-model objects; a bad model, a missing key or a refused setting fails here."""
         cfg = self.config
-        if not cfg.oracle:  # a bad model, a missing key or a refused setting fails before anything is written
+        if not cfg.oracle:
             root_sampling, sub_sampling = cfg.role_sampling()
             root_spec = cfg.model or ""
             sub_spec = cfg.sub_model or root_spec
             self.root_lm = self._model(root_spec, root_sampling)
             same = sub_spec == root_spec and sub_sampling == root_sampling
             self.sub_lm = self.root_lm if same else self._model(sub_spec, sub_sampling)
+
+    def _prepare(self) -> set[tuple[str, str]]:
+        cfg = self.config
+        self.prepare_models()  # before anything is written
         cfg.out.mkdir(parents=True, exist_ok=True)
         config_path = cfg.out / "config.json"
         identity = json.loads(json.dumps(cfg.identity()))  # as it reads back from the file
@@ -171,7 +184,7 @@ class Runner:
     async def run(self) -> list[dict[str, Any]]:
         done = self._prepare()
         cfg = self.config
-        jobs = [(name, size, i) for name in cfg.suite for size in cfg.sizes for i in range(cfg.n)]
+        jobs = self.jobs()
         gate = asyncio.Semaphore(cfg.concurrency)
         written: list[dict[str, Any]] = []
 
@@ -203,6 +216,45 @@ class Runner:
             if self.store is not None:
                 self.store.close()
         return written
+
+    def jobs(self) -> list[tuple[str, int, int]]:
+        cfg = self.config
+        return [(name, size, i) for name in cfg.suite for size in cfg.sizes for i in range(cfg.n)]
+
+    def run_distributed(self) -> list[dict[str, Any]]:
+        """`run`, with the items as tasks of the ray executor (rlmx.evals.distributed)."""
+        from rlmx.evals.distributed import run_on_ray
+
+        done = self._prepare()
+        if self.store is not None:  # each node runs without the response cache (docs/scaling.md)
+            self.store.close()
+            self.store = None
+        return run_on_ray(self.config, self.pending(self.jobs(), done), log=self.log)
+
+    def pending(self, jobs: list[tuple[str, int, int]], done: set[tuple[str, str]]) -> list[Any]:
+        """The jobs with methods still to run, as `rlmx.evals.distributed.EvalJob`s."""
+        from rlmx.evals.distributed import EvalJob
+        from rlmx.evals.items import item_id
+
+        cfg = self.config
+        out = []
+        for name, size, index in jobs:
+            key = item_id(name, cfg.variants[name], size, cfg.seed, index)
+            todo = tuple(m for m in cfg.methods if (key, m) not in done)
+            if todo:
+                out.append(EvalJob(name, size, index, todo))
+        return out
+
+    async def run_job(
+        self, name: str, size: int, index: int, methods: tuple[str, ...]
+    ) -> list[dict[str, Any]]:
+        """One item's records (its methods in turn), generated and run here: a ray worker's unit."""
+        item = await asyncio.to_thread(
+            generate_item, name, size, index, self.config.seed, self.config.variants[name]
+        )
+        if self.oracle is not None:
+            self.oracle.add(item)
+        return [await self._run_method(item, method, index) for method in methods]
 
     def _models(self, item: EvalItem, method: str) -> tuple[LM, LM]:
         if self.oracle is not None and self.config.oracle:
@@ -319,6 +371,7 @@ def run_suite(
 ) -> list[dict[str, Any]]:
     """Run (or resume) the suite and write the report; returns the records written by this run."""
 
-    written = asyncio.run(Runner(config, oracle=oracle, log=log).run())
+    runner = Runner(config, oracle=oracle, log=log)
+    written = runner.run_distributed() if config.executor == "ray" else asyncio.run(runner.run())
     write_report(config.out)
     return written

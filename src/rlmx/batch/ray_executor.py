@@ -1,0 +1,223 @@
+"""The ray executor: each item an attempt at a time as a Ray task on some node of a cluster, the batch's
+`Fleet` (ledger and rate limiters) in one Ray actor on the head node that every worker asks before each
+model call. Needs `pip install 'rlmx[ray]'`; see docs/scaling.md.
+
+API keys reach the workers in the job's `runtime_env` environment (`Plan.env`), never in task arguments
+or results. A task lost with its worker or node is reported to the driver as `lost`: the driver books its
+calls in flight at their estimates (`Fleet.abandon`) and runs the item again elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from pathlib import Path
+from typing import Any
+
+from rlmx.batch.executor import Contexts, Finished, Plan, Worker
+from rlmx.batch.fleet import BatchLimits, Fleet, RateSpec
+from rlmx.batch.items import BatchItem
+from rlmx.batch.shipping import Shipped, pack, unpack
+from rlmx.errors import ConfigError
+
+ray: Any
+try:
+    import ray
+    import ray.exceptions
+except ImportError:  # pragma: no cover - the extra is installed in dev and CI
+    ray = None
+
+HEAD_RESOURCE = "node:__internal_head__"  # every Ray cluster's head node has this resource
+
+
+class FleetActor:
+    """The batch's one `Fleet`, in a Ray actor (no CPU; on the head node, which outlives worker nodes)."""
+
+    def __init__(self, limits: BatchLimits, rates: dict[str, RateSpec], window_s: float) -> None:
+        self.fleet = Fleet(limits, rates, window_s=window_s)
+
+    def admit(self, item: str, attempt: int) -> str | None:
+        return self.fleet.admit(item, attempt)
+
+    def reserve(self, item: str, attempt: int, **call: Any) -> tuple[int | None, str | None]:
+        return self.fleet.reserve(item, attempt, **call)
+
+    def settle(self, grant: int, **used: Any) -> None:
+        self.fleet.settle(grant, **used)
+
+    def finish(self, item: str, attempt: int) -> None:
+        self.fleet.finish(item, attempt)
+
+    def abandon(self, item: str, attempt: int) -> int:
+        return self.fleet.abandon(item, attempt)
+
+    def rate_acquire(self, model: str, tokens: int) -> tuple[int | None, float]:
+        return self.fleet.rate_acquire(model, tokens)
+
+    def rate_settle(self, rid: int, tokens: int) -> None:
+        self.fleet.rate_settle(rid, tokens)
+
+    def totals(self) -> dict[str, Any]:
+        return self.fleet.totals()
+
+
+class RayFleetClient:
+    """A worker's way to the fleet actor; what needs no answer is sent without waiting."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def reserve(self, item: str, attempt: int, **call: Any) -> tuple[int | None, str | None]:
+        granted: tuple[int | None, str | None] = await self.actor.reserve.remote(item, attempt, **call)
+        return granted
+
+    def settle(self, grant: int, *, tokens: int, cost_usd: float | None, made: bool) -> None:
+        self.actor.settle.remote(grant, tokens=tokens, cost_usd=cost_usd, made=made)
+
+    async def rate_acquire(self, model: str, tokens: int) -> tuple[int | None, float]:
+        got: tuple[int | None, float] = await self.actor.rate_acquire.remote(model, tokens)
+        return got
+
+    def rate_settle(self, rid: int, tokens: int) -> None:
+        self.actor.rate_settle.remote(rid, tokens)
+
+
+_RUNNERS: dict[str, Worker] = {}  # in each worker process: the batch's worker (its RLMs, by setting)
+
+
+def run_attempt(
+    batch_id: str, plan: Plan, actor: Any, item: Any, shipped: Shipped, attempt: int
+) -> dict[str, Any]:
+    """The Ray task: one attempt of one item on this node."""
+    from rlmx.engine.runtime import UnwaitedExecutor
+    from rlmx.paths import state_dir
+
+    runner = _RUNNERS.get(batch_id)
+    if runner is None:
+        _RUNNERS.clear()  # one batch at a time per worker process
+        node = ray.get_runtime_context().get_node_id()
+        runner = _RUNNERS[batch_id] = plan.worker(plan, RayFleetClient(actor), node)
+    context = unpack(shipped, Path(state_dir()) / "batch-contexts")
+
+    async def main() -> dict[str, Any]:
+        asyncio.get_running_loop().set_default_executor(UnwaitedExecutor())
+        return await runner.run(item, context, attempt)
+
+    return asyncio.run(main())
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, address: str | None = None) -> None:
+        if ray is None:
+            raise ConfigError(
+                "--executor ray needs Ray: pip install 'rlmx[ray]' (on the driver and on every node)"
+            )
+        self.address = address
+        self.refs: dict[Any, tuple[BatchItem, int]] = {}
+        self.shipped: dict[str, Any] = {}  # context key -> object ref
+        self.by_hash: dict[str, Any] = {}  # content hash -> object ref
+        self.started_ray = False
+
+    @property
+    def node(self) -> str:
+        return str(ray.get_runtime_context().get_node_id())
+
+    def start(self, plan: Plan) -> None:
+        self.plan = plan
+        if not ray.is_initialized():
+            options: dict[str, Any] = {"namespace": "rlmx", "log_to_driver": False}
+            if plan.env:  # the keys: in the job's environment, never in task arguments
+                options["runtime_env"] = {"env_vars": dict(plan.env)}
+            if self.address is None:  # a local Ray instance, started here and stopped at the end
+                options["include_dashboard"] = False
+            try:
+                ray.init(address=self.address, **options)
+            except ConnectionError as exc:
+                raise ConfigError(f"cannot reach the Ray cluster at {self.address}: {exc}") from None
+            self.started_ray = True
+        self.batch_id = uuid.uuid4().hex[:12]
+        self.actor: Any = (
+            ray.remote(FleetActor)
+            .options(num_cpus=0, resources={HEAD_RESOURCE: 0.001}, max_restarts=0)
+            .remote(plan.limits, plan.rates, plan.rate_window_s)
+        )
+        # what every task needs of the plan: not the driver's loaded contexts, nor the keys
+        self.plan_ref = ray.put(dataclasses.replace(plan, contexts=Contexts({}), env={}))
+        self.task = ray.remote(run_attempt).options(
+            num_cpus=plan.cpus_per_item, max_retries=0, retry_exceptions=False
+        )
+
+    def _shipped(self, item: BatchItem) -> Any:
+        key = item.context_key()
+        if key not in self.shipped:
+            shipped = pack(self.plan.contexts.context(item))
+            if shipped.key and shipped.key in self.by_hash:
+                self.shipped[key] = self.by_hash[shipped.key]
+            else:
+                ref = ray.put(shipped)
+                self.shipped[key] = ref
+                if shipped.key:
+                    self.by_hash[shipped.key] = ref
+        return self.shipped[key]
+
+    def admit(self, item: BatchItem, attempt: int) -> str | None:
+        refusal: str | None = ray.get(self.actor.admit.remote(item.key, attempt))
+        return refusal
+
+    def finish(self, item: BatchItem, attempt: int) -> None:
+        self.actor.finish.remote(item.key, attempt)
+
+    def abandon(self, item: BatchItem, attempt: int) -> None:
+        ray.get(self.actor.abandon.remote(item.key, attempt))
+
+    def submit(self, item: BatchItem, attempt: int) -> None:
+        ref = self.task.remote(self.batch_id, self.plan_ref, self.actor, item, self._shipped(item), attempt)
+        self.refs[ref] = (item, attempt)
+
+    def running(self) -> int:
+        return len(self.refs)
+
+    def wait(self, timeout: float) -> list[Finished]:
+        if not self.refs:
+            return []
+        ready, _ = ray.wait(list(self.refs), num_returns=1, timeout=timeout)
+        if ready:  # and whatever else is done by now
+            ready, _ = ray.wait(list(self.refs), num_returns=len(self.refs), timeout=0)
+        finished = []
+        for ref in ready:
+            item, attempt = self.refs.pop(ref)
+            try:
+                finished.append(Finished(item, attempt, record=ray.get(ref)))
+            except ray.exceptions.RayTaskError as exc:  # our code raised outside the run (a bug): loud
+                cause = exc.cause if exc.cause is not None else exc
+                finished.append(Finished(item, attempt, record=_crash_record(item, attempt, cause)))
+            except ray.exceptions.RayError as exc:  # the worker or its node died: lost, retried
+                finished.append(Finished(item, attempt, lost=f"{type(exc).__name__}: {first_line(exc)}"))
+        return finished
+
+    def totals(self) -> dict[str, Any]:
+        totals: dict[str, Any] = ray.get(self.actor.totals.remote())
+        return totals
+
+    def close(self) -> None:
+        for ref in self.refs:
+            ray.cancel(ref, force=True)
+        self.refs.clear()
+        if self.started_ray:
+            ray.shutdown()
+
+
+def _crash_record(item: BatchItem, attempt: int, exc: BaseException) -> dict[str, Any]:
+    from rlmx.batch.item_run import failed_record
+
+    return failed_record(item, f"{type(exc).__name__}: {first_line(exc)}", attempts=attempt, node=None)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+__all__ = ["FleetActor", "RayExecutor"]
