@@ -112,8 +112,8 @@ class ItemRunner:
         return self._limiters[model]
 
     def built(self, item: BatchItem, *, say: Any = None) -> Any:
-        """The item's RLM (rlmx.commands.run_setup.BuiltRLM), built on first use; refusals raise here."""
-        from rlmx.commands.run_setup import build_rlm
+        """The item's RLM (rlmx.recipe.BuiltRLM), built on first use; refusals raise here."""
+        from rlmx.recipe import build_rlm
 
         key = rlm_key(item)
         if key not in self._built:

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from rlmx.recipe import read_append
+
 PROFILES = {
     "rlmx": "the default: FINAL / FINAL_VAR and the answer dict, one message per turn with the calls left",
     "official": "the official RLM repository's contract: the answer dict only, `Turn i/N:` messages, "
@@ -45,18 +47,3 @@ def show_profile(
     if parts["turn"]:
         typer.echo(f"## before each turn (the first shown)\n{parts['turn']}\n")
     typer.echo(f"## at a limit\n{parts['forced_final']}")
-
-
-def read_append(value: str) -> str:
-    """`--system-prompt-append TEXT` or `@FILE`."""
-    if not value.startswith("@"):
-        return value
-    from pathlib import Path
-
-    from rlmx.errors import ConfigError
-
-    path = Path(value[1:]).expanduser()
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--system-prompt-append: cannot read {path}: {exc.strerror or exc}") from exc

@@ -42,11 +42,9 @@ class EvalJob:
 class EvalWorker:
     """A process's runner of eval jobs (its models built once)."""
 
-    def __init__(self, config: Any, node: str | None) -> None:
-        from rlmx.evals.runner import Runner
-
+    def __init__(self, runner: Any, node: str | None) -> None:
         self.node = node
-        self.runner = Runner(config)
+        self.runner = runner  # an rlmx.evals.runner.Runner
         self.runner.prepare_models()
 
     async def run(self, job: EvalJob, context: Any, attempt: int) -> dict[str, Any]:
@@ -71,16 +69,22 @@ class EvalWorker:
 
 
 def eval_worker(plan: Plan, client: FleetClient, node: str | None) -> Worker:
-    return EvalWorker(plan.payload, node)
+    runner_class, config = plan.payload
+    return EvalWorker(runner_class(config), node)
 
 
-def run_on_ray(config: Any, jobs: list[EvalJob], *, log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Run `jobs` on the Ray cluster at `config.address` (None: a local Ray); returns the records written."""
+def run_on_ray(
+    runner_class: type, config: Any, jobs: list[EvalJob], *, log: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """Run `jobs` on the Ray cluster at `config.address` (None: a local Ray), each node making its own
+    `runner_class(config)` (rlmx.evals.runner.Runner); returns the records written."""
     from rlmx.batch.runner import worker_env
 
     node_config = dataclasses.replace(config, cache=False, out=config.out.resolve(), executor="local")
     models = {m for m in (config.model, config.sub_model) if m}
-    plan = Plan(defaults={}, worker=eval_worker, payload=node_config, env=worker_env(models, {}))
+    plan = Plan(
+        defaults={}, worker=eval_worker, payload=(runner_class, node_config), env=worker_env(models, {})
+    )
     batch = Batch(
         jobs,  # type: ignore[arg-type]  # the executor needs only .key, .context and .context_key()
         make_executor("ray", config.address),

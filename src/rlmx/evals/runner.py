@@ -229,7 +229,7 @@ class Runner:
         if self.store is not None:  # each node runs without the response cache (docs/scaling.md)
             self.store.close()
             self.store = None
-        return run_on_ray(self.config, self.pending(self.jobs(), done), log=self.log)
+        return run_on_ray(Runner, self.config, self.pending(self.jobs(), done), log=self.log)
 
     def pending(self, jobs: list[tuple[str, int, int]], done: set[tuple[str, str]]) -> list[Any]:
         """The jobs with methods still to run, as `rlmx.evals.distributed.EvalJob`s."""
