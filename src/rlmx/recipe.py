@@ -40,18 +40,17 @@ def build_rlm(
     say = say or to_stderr
     cfg = load_config(o["config_file"])
     choice = choose_models(o["model"], o["sub_model"], cfg, base_url=o["base_url"])
-    limits = cfg.make_limits(
-        choice.limits,
-        max_depth=o["max_depth"],
-        max_iterations=o["max_iterations"],
-        max_llm_calls=o["max_llm_calls"],
-        max_total_tokens=o["max_total_tokens"],
-        max_output_tokens=o["max_output_tokens"],
-        max_cost_usd=o["max_cost_usd"],
-        timeout_s=o["timeout"],
-        max_errors=o["max_errors"],
-        **o.get("item_limits", {}),
-    )
+    given = {
+        "max_depth": o["max_depth"],
+        "max_iterations": o["max_iterations"],
+        "max_llm_calls": o["max_llm_calls"],
+        "max_total_tokens": o["max_total_tokens"],
+        "max_output_tokens": o["max_output_tokens"],
+        "max_cost_usd": o["max_cost_usd"],
+        "timeout_s": o["timeout"],
+        "max_errors": o["max_errors"],
+    }
+    limits = cfg.make_limits(choice.limits, **{**given, **o.get("item_limits", {})})  # a batch item's own win
     sandbox_settings = sandbox_choice(o["sandbox"], say=say)
     # the config's tools plus --tools, refused here (import, names) before any model call
     tool_set, sub_tool_set = load_configured(cfg.tools, cfg.sub_tools, o["tools"])

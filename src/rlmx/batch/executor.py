@@ -100,6 +100,7 @@ class Plan:
     # what runs the items, made once in each process (a top-level function: Ray pickles it by name)
     worker: Callable[[Plan, FleetClient, str | None], Worker] = batch_worker
     payload: Any = None  # what another kind of worker needs (rlmx eval's configuration)
+    sealed_env: str = ""  # the keys, sealed, when the ray executor cannot put them in the job's runtime_env
 
 
 class Executor(Protocol):

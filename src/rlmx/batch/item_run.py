@@ -43,7 +43,7 @@ ASK_DEFAULTS: dict[str, Any] = {
     "max_errors": None,
     "prompt": None,
     "system_prompt_append": None,
-    "concurrency": None,
+    "model_concurrency": None,  # requests in flight per model in each process (`rlmx ask --concurrency`)
     "cache": False,
     "config_file": None,
     "no_trace": False,
@@ -63,6 +63,7 @@ ASK_DEFAULTS: dict[str, Any] = {
 def item_options(defaults: dict[str, Any], item: BatchItem) -> dict[str, Any]:
     """The options of one item's RLM: the batch's, with the item's own model, limits and schema."""
     o = {**ASK_DEFAULTS, **defaults, "context": []}
+    o["concurrency"] = o.pop("model_concurrency")
     if item.model is not None:
         o["model"] = item.model
     if item.sub_model is not None:

@@ -2,14 +2,21 @@
 `Fleet` (ledger and rate limiters) in one Ray actor on the head node that every worker asks before each
 model call. Needs `pip install 'rlmx[ray]'`; see docs/scaling.md.
 
-API keys reach the workers in the job's `runtime_env` environment (`Plan.env`), never in task arguments
-or results. A task lost with its worker or node is reported to the driver as `lost`: the driver books its
+API keys reach the workers in the job's `runtime_env` environment, sealed: Ray's runtime-env agent writes
+every job's runtime_env to its log at INFO level, so the variables (`Plan.env`) travel as one value XORed
+with a one-time pad of the same length, and the pad lives only in the fleet actor's memory; a worker
+unseals them into its own environment before its first item (`unseal_env`). Keys are never in task
+arguments, results or logs. A task lost with its worker or node is reported to the driver as `lost`: the driver books its
 calls in flight at their estimates (`Fleet.abandon`) and runs the item again elsewhere."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
+import json
+import os
+import secrets
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,13 +35,39 @@ except ImportError:  # pragma: no cover - the extra is installed in dev and CI
     ray = None
 
 HEAD_RESOURCE = "node:__internal_head__"  # every Ray cluster's head node has this resource
+SEALED_ENV = "RLMX_SEALED_ENV"  # the runtime_env variable holding the sealed keys
+
+
+def seal(env: dict[str, str]) -> tuple[str, bytes]:
+    """(the sealed text for the runtime_env, the pad that opens it)."""
+    data = json.dumps(env).encode("utf-8")
+    pad = secrets.token_bytes(len(data))
+    return base64.b64encode(bytes(a ^ b for a, b in zip(data, pad, strict=True))).decode("ascii"), pad
+
+
+def unseal(sealed: str, pad: bytes) -> dict[str, str]:
+    data = base64.b64decode(sealed)
+    opened: dict[str, str] = json.loads(bytes(a ^ b for a, b in zip(data, pad, strict=True)).decode("utf-8"))
+    return opened
+
+
+def unseal_env(actor: Any, plan: Plan) -> None:
+    """Put the batch's keys into this worker's environment (see the module's docstring): sealed in the
+    job's runtime_env, or in the plan when the driver was connected to Ray before the batch began."""
+    sealed = os.environ.pop(SEALED_ENV, None) or plan.sealed_env
+    if sealed:
+        os.environ.update(unseal(sealed, ray.get(actor.pad.remote())))
 
 
 class FleetActor:
     """The batch's one `Fleet`, in a Ray actor (no CPU; on the head node, which outlives worker nodes)."""
 
-    def __init__(self, limits: BatchLimits, rates: dict[str, RateSpec], window_s: float) -> None:
+    def __init__(self, limits: BatchLimits, rates: dict[str, RateSpec], window_s: float, pad: bytes) -> None:
         self.fleet = Fleet(limits, rates, window_s=window_s)
+        self._pad = pad
+
+    def pad(self) -> bytes:
+        return self._pad
 
     def admit(self, item: str, attempt: int) -> str | None:
         return self.fleet.admit(item, attempt)
@@ -95,6 +128,7 @@ def run_attempt(
     runner = _RUNNERS.get(batch_id)
     if runner is None:
         _RUNNERS.clear()  # one batch at a time per worker process
+        unseal_env(actor, plan)
         node = ray.get_runtime_context().get_node_id()
         runner = _RUNNERS[batch_id] = plan.worker(plan, RayFleetClient(actor), node)
     context = unpack(shipped, Path(state_dir()) / "batch-contexts")
@@ -119,6 +153,8 @@ class RayExecutor:
         self.shipped: dict[str, Any] = {}  # context key -> object ref
         self.by_hash: dict[str, Any] = {}  # content hash -> object ref
         self.started_ray = False
+        self.actor: Any = None
+        self.pad = b""  # opens the sealed keys (none when this process was connected to Ray already)
 
     @property
     def node(self) -> str:
@@ -126,10 +162,14 @@ class RayExecutor:
 
     def start(self, plan: Plan) -> None:
         self.plan = plan
-        if not ray.is_initialized():
+        sealed, self.pad = seal(plan.env) if plan.env else ("", b"")
+        in_plan = ""  # the sealed keys travel in the plan only when the job's runtime_env is not ours
+        if ray.is_initialized():
+            in_plan = sealed
+        else:
             options: dict[str, Any] = {"namespace": "rlmx", "log_to_driver": False}
-            if plan.env:  # the keys: in the job's environment, never in task arguments
-                options["runtime_env"] = {"env_vars": dict(plan.env)}
+            if sealed:  # the keys: in the job's environment, sealed; never in task arguments
+                options["runtime_env"] = {"env_vars": {SEALED_ENV: sealed}}
             if self.address is None:  # a local Ray instance, started here and stopped at the end
                 options["include_dashboard"] = False
             try:
@@ -138,15 +178,15 @@ class RayExecutor:
                 raise ConfigError(f"cannot reach the Ray cluster at {self.address}: {exc}") from None
             self.started_ray = True
         self.batch_id = uuid.uuid4().hex[:12]
-        self.actor: Any = (
+        self.actor = (
             ray.remote(FleetActor)
             .options(num_cpus=0, resources={HEAD_RESOURCE: 0.001}, max_restarts=0)
-            .remote(plan.limits, plan.rates, plan.rate_window_s)
+            .remote(plan.limits, plan.rates, plan.rate_window_s, self.pad)
         )
         # what every task needs of the plan: not the driver's loaded contexts, nor the keys
-        self.plan_ref = ray.put(dataclasses.replace(plan, contexts=Contexts({}), env={}))
-        self.task = ray.remote(run_attempt).options(
-            num_cpus=plan.cpus_per_item, max_retries=0, retry_exceptions=False
+        self.plan_ref = ray.put(dataclasses.replace(plan, contexts=Contexts({}), env={}, sealed_env=in_plan))
+        self.task = ray.remote(run_attempt).options(  # SPREAD: items go to every node, not the driver's first
+            num_cpus=plan.cpus_per_item, max_retries=0, retry_exceptions=False, scheduling_strategy="SPREAD"
         )
 
     def _shipped(self, item: BatchItem) -> Any:
@@ -205,6 +245,9 @@ class RayExecutor:
         for ref in self.refs:
             ray.cancel(ref, force=True)
         self.refs.clear()
+        if self.actor is not None:
+            ray.kill(self.actor)
+            self.actor = None
         if self.started_ray:
             ray.shutdown()
 

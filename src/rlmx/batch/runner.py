@@ -144,11 +144,14 @@ class Batch:
                 self._progress(started, executor.running())
         finally:
             self.summary.wall_s = time.monotonic() - started
-            if self.todo:
-                self.summary.fleet = executor.totals()
-                executor.close()
-            self._tally()
-            self._compact()
+            try:
+                if self.todo:
+                    self.summary.fleet = executor.totals()
+            finally:
+                if self.todo:
+                    executor.close()  # even when the fleet is gone: tasks cancelled, a Ray we started stopped
+                self._tally()
+                self._compact()
 
     def _write(self, record: dict[str, Any]) -> dict[str, Any]:
         if self.results is not None:
@@ -300,11 +303,12 @@ def validate(items: list[BatchItem], plan: Plan, say: Say) -> set[str]:
         if key not in seen:
             try:
                 built = probe.built(item, say=once)
-                models.update(built.rlm.model_names)
-                check_prices(built.rlm, plan.limits)
                 seen[key] = None
             except RLMError as exc:
                 seen[key] = str(exc)
+            else:
+                models.update(built.rlm.model_names)
+                check_prices(built.rlm, plan.limits)  # about an option, not the line: raised as is
         if seen[key] is not None:
             problems.append(f"line {item.line}: {seen[key]}")
     problems += plan.contexts.check(items)

@@ -39,11 +39,13 @@ def batch(
         ),
     ],
     executor: Annotated[
-        str, typer.Option(help="Where items run: local (this process) or ray (a Ray cluster; rlmx[ray]).")
+        str, typer.Option(help="Where items run: local (this process) or ray (a Ray cluster; rlmx\\[ray]).")
     ] = "local",
     address: Annotated[
         str | None,
-        typer.Option(help="Ray cluster: auto, HOST:PORT or ray://HOST:PORT (default: start a local Ray)."),
+        typer.Option(
+            help="Ray cluster: auto, HOST:PORT or ray://HOST:PORT (default: $RAY_ADDRESS, else a new local Ray)."
+        ),
     ] = None,
     concurrency: Annotated[int, typer.Option(help="Items running at the same time.", min=1)] = 4,
     retry_failed: Annotated[
@@ -122,7 +124,6 @@ def batch(
 
     given: dict[str, Any] = dict(locals())
     defaults = {key: given[key] for key in ASK_OPTIONS}
-    defaults["concurrency"] = model_concurrency
     items = read_items(input_file)
     limits = rlmx.batch.BatchLimits(batch_max_llm_calls, batch_max_total_tokens, batch_max_cost_usd)
     display: Any = None
@@ -160,7 +161,7 @@ def batch(
         if display is not None:
             display.close()
         sys.stderr.write(
-            f"rlmx: interrupted; {run.summary.ran} results written to {out}; run the same command to resume\n"
+            f"rlmx: interrupted; the results so far are in {out}; run the same command to resume\n"
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if display is not None:
@@ -201,6 +202,7 @@ ASK_OPTIONS = (
     "max_errors",
     "prompt",
     "system_prompt_append",
+    "model_concurrency",
     "cache",
     "config_file",
     "no_trace",

@@ -60,7 +60,7 @@ def eval_command(
     ] = [],  # noqa: B006
     concurrency: Annotated[int, typer.Option(help="Items run at the same time.", min=1)] = 8,
     executor: Annotated[
-        str, typer.Option(help="Where items run: local (this process) or ray (a Ray cluster; rlmx[ray]).")
+        str, typer.Option(help="Where items run: local (this process) or ray (a Ray cluster; rlmx\\[ray]).")
     ] = "local",
     address: Annotated[
         str | None,

@@ -80,7 +80,9 @@ def run_on_ray(
     `runner_class(config)` (rlmx.evals.runner.Runner); returns the records written."""
     from rlmx.batch.runner import worker_env
 
-    node_config = dataclasses.replace(config, cache=False, out=config.out.resolve(), executor="local")
+    node_config = dataclasses.replace(
+        config, cache=False, out=config.out.resolve(), executor="local", address=None
+    )
     models = {m for m in (config.model, config.sub_model) if m}
     plan = Plan(
         defaults={}, worker=eval_worker, payload=(runner_class, node_config), env=worker_env(models, {})

@@ -1,0 +1,319 @@
+"""`rlmx batch` and `rlmx eval` on a real two-node Ray cluster (a head and a second node started as their own
+`ray start` processes on this machine, stopped by their PIDs), against the scripted model server.
+
+The items are the tickets example, a different ticket file each, answered by a policy whose REPL code
+greps and classifies (the gold is never in a reply): answers must be exact wherever they ran."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import rlmx.batch  # noqa: E402
+from batch_support import answers_exact, make_ticket_items, read_jsonl, write_jsonl  # noqa: E402
+from policies import tickets_policy  # noqa: E402
+from ray_cluster import RayCluster  # noqa: E402
+from rlmx.sandbox.isolation import SIMULATE_ENV  # noqa: E402
+from rlmx.testing import ScriptedServer  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+KEY = f"sk-fake-{uuid.uuid4().hex}"  # the API key the workers must use and nothing may record
+RLMX = [sys.executable, "-m", "rlmx.cli"]
+
+
+def start_cluster(tmp: Path, **kwargs: Any) -> RayCluster:
+    state = tmp / "node-state"
+    state.mkdir(parents=True, exist_ok=True)
+    # the nodes' state (traces by default, shipped contexts) under the test's folder, not the user's
+    return RayCluster(env={"XDG_STATE_HOME": str(state)}, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+    c = start_cluster(tmp_path_factory.mktemp("ray"))
+    try:
+        yield c
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        c.stop()  # by the PIDs it started; raises if any process of the cluster survives
+
+
+@pytest.fixture
+def driver(cluster: RayCluster, monkeypatch: pytest.MonkeyPatch) -> RayCluster:
+    """This process as the cluster's driver: the fake key in its environment (as a user's would be)."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    return cluster
+
+
+def server(latency: float = 0.05, policy: Any = tickets_policy) -> ScriptedServer:
+    # the server refuses requests without the key: answered requests prove the workers had it
+    return ScriptedServer(policy, latency=latency, auth_token=KEY)
+
+
+def run_batch(items: list[dict[str, Any]], srv: ScriptedServer, out: Path, address: str, **kw: Any) -> Any:
+    kw.setdefault("concurrency", 4)
+    kw.setdefault("cpus_per_item", 0.5)  # two items a node at once: they mostly wait for the model
+    batch = rlmx.batch.run(
+        items, model="openai:scripted", base_url=srv.url, out=out, executor="ray", address=address, **kw
+    )
+    results = list(batch)
+    return batch, results
+
+
+def files_containing(root: Path, needle: bytes) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                found.append(str(path))
+        except OSError:  # sockets, files a node is rotating
+            continue
+    return found
+
+
+def test_forty_items_on_two_nodes_are_exact_and_the_key_stays_out_of_results_and_ray_logs(
+    driver: RayCluster, tmp_path: Path
+) -> None:
+    items, gold = make_ticket_items(tmp_path / "tickets", n=40, tickets=200)
+    out = tmp_path / "results.jsonl"
+    with server() as srv:
+        batch, _ = run_batch(items, srv, out, driver.address, trace_dir=tmp_path / "traces")
+    lines = read_jsonl(out)
+    assert sorted(r["id"] for r in lines) == sorted(gold), "every id exactly once"
+    assert answers_exact(lines, gold) == []
+    assert {r["stopped_by"] for r in lines} == {"final"} and batch.summary.exit_code == 0
+    nodes = {r["node"] for r in lines}
+    assert len(nodes) >= 2 and nodes <= set(driver.node_ids().values())
+    assert all(r["attempts"] == 1 and r["error"] is None for r in lines)
+    for r in lines:  # each trace was written where its item ran, under --trace-dir
+        assert r["trace_path"] and Path(r["trace_path"]).is_file()
+        assert Path(r["trace_path"]).parent == tmp_path / "traces"
+    # the ledger booked what the server served
+    assert batch.summary.fleet["calls"] == srv.served == sum(r["usage"]["calls"] for r in lines)
+    needle = KEY.encode()
+    assert needle not in out.read_bytes()
+    assert files_containing(driver.temp_dir, needle) == []  # Ray's session logs, of both nodes
+    assert files_containing(tmp_path / "traces", needle) == []
+
+
+def test_a_batch_budget_smaller_than_the_batch_needs_holds_at_the_server_and_a_rerun_finishes(
+    driver: RayCluster, tmp_path: Path
+) -> None:
+    items, gold = make_ticket_items(tmp_path / "tickets", n=12, tickets=200, seed0=100)
+    out = tmp_path / "results.jsonl"
+    with server() as srv:
+        batch, _ = run_batch(items, srv, out, driver.address, limits=rlmx.batch.BatchLimits(max_llm_calls=30))
+        assert srv.served <= 30
+        assert batch.summary.fleet["calls"] >= srv.served
+    lines = read_jsonl(out)
+    unstarted = [r for r in lines if r["attempts"] == 0]
+    assert unstarted, "some items could not start within the budget"
+    assert all(r["stopped_by"] == "batch_max_llm_calls" and r["answer"] is None for r in unstarted)
+    assert batch.summary.exit_code == 3
+    with server() as srv:
+        batch, again = run_batch(items, srv, out, driver.address)
+    assert {r["id"] for r in again} >= {r["id"] for r in unstarted}  # the unstarted ones ran now
+    final = read_jsonl(out)
+    assert sorted(r["id"] for r in final) == sorted(gold), "one line an id after the rerun"
+    ran_now = [r for r in final if r["id"] in {u["id"] for u in unstarted}]
+    assert answers_exact(ran_now, gold) == [] and {r["stopped_by"] for r in ran_now} == {"final"}
+
+
+def test_a_fleet_rate_limit_holds_at_the_server_with_both_nodes_busy(
+    driver: RayCluster, tmp_path: Path
+) -> None:
+    items, gold = make_ticket_items(tmp_path / "tickets", n=6, tickets=60, seed0=200)
+    window, per_window = 1.0, 4  # --rpm 240 counted over 1 s: 4 requests in any second
+    with server(latency=0.01) as srv:
+        batch, results = run_batch(
+            items, srv, tmp_path / "r.jsonl", driver.address, rpm=240, rate_window_s=window, concurrency=4
+        )
+        stamps = sorted(r.t_received for r in srv.requests)
+    assert answers_exact(results, gold) == []
+    assert len({r["node"] for r in results}) == 2
+    assert batch.summary.fleet["rate_waits"] > 0, "the limit was what paced the fleet"
+    busiest = max(sum(1 for t in stamps if s <= t < s + window) for s in stamps)
+    assert busiest <= per_window, f"{busiest} requests within {window} s"
+
+
+def test_resume_after_sigint_of_the_driver(driver: RayCluster, tmp_path: Path) -> None:
+    items, gold = make_ticket_items(tmp_path / "tickets", n=16, tickets=200, seed0=300)
+    write_jsonl(tmp_path / "in.jsonl", items)
+    out = tmp_path / "out.jsonl"
+    env = {**driver.driver_env(), "OPENAI_API_KEY": KEY}
+    with server(latency=0.15) as srv:
+        args = [*RLMX, "batch", str(tmp_path / "in.jsonl"), "--out", str(out), "--executor", "ray"]
+        args += ["--address", driver.address, "--model", "openai:scripted", "--base-url", srv.url]
+        args += ["--concurrency", "2", "--cpus-per-item", "0.5"]
+        proc = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not out.exists() or len(read_jsonl(out)) < 2):
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert "rlmx: interrupted" in err
+        first = read_jsonl(out)  # every line whole
+        assert 2 <= len(first) < len(items)
+        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(first)} of {len(items)} items already in" in done.stderr
+    lines = read_jsonl(out)
+    assert sorted(r["id"] for r in lines) == sorted(gold)
+    assert answers_exact(lines, gold) == []
+
+
+def test_eval_runs_its_items_on_the_cluster_with_the_scores_of_a_local_run(
+    driver: RayCluster, tmp_path: Path
+) -> None:
+    common = [
+        "eval",
+        "--oracle",
+        "--suite",
+        "niah,oolong",
+        "--sizes",
+        "8k",
+        "--n",
+        "3",
+        "--baselines",
+        "none",
+    ]
+    env = driver.driver_env()
+    on_ray = subprocess.run(
+        [*RLMX, *common, "--out", str(tmp_path / "ray"), "--executor", "ray", "--address", driver.address],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert on_ray.returncode == 0, on_ray.stderr
+    here = subprocess.run(
+        [*RLMX, *common, "--out", str(tmp_path / "local"), "-q"], capture_output=True, text=True
+    )
+    assert here.returncode == 0, here.stderr
+
+    def scores(folder: Path) -> list[tuple[str, float, Any]]:
+        rows = read_jsonl(folder / "results.jsonl")
+        return sorted((r["item_id"], r["score"], r["answer"]) for r in rows)
+
+    assert len(scores(tmp_path / "ray")) == 6
+    assert scores(tmp_path / "ray") == scores(tmp_path / "local")
+    again = subprocess.run(  # resumable as with the local executor: nothing left to run
+        [*RLMX, *common, "--out", str(tmp_path / "ray"), "--executor", "ray", "--address", driver.address],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 0 and "0 new results" in again.stderr
+
+
+@pytest.fixture(scope="module")
+def degraded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+    """A cluster of its own: its second node cannot isolate model code (and one test loses that node)."""
+    c = start_cluster(tmp_path_factory.mktemp("ray-degraded"), worker_env={SIMULATE_ENV: "unavailable"})
+    try:
+        yield c
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        c.stop()
+
+
+@pytest.fixture
+def on_degraded(degraded: RayCluster, monkeypatch: pytest.MonkeyPatch) -> RayCluster:
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    return degraded
+
+
+def test_a_node_without_isolation_refuses_its_items_unless_unisolated_is_chosen(
+    on_degraded: RayCluster, tmp_path: Path
+) -> None:
+    items, gold = make_ticket_items(tmp_path / "tickets", n=8, tickets=100, seed0=400)
+    worker = on_degraded.node_ids()["worker"]
+    with server(latency=0.01) as srv:
+        batch, results = run_batch(items, srv, tmp_path / "a.jsonl", on_degraded.address)
+    refused = [r for r in results if r["node"] == worker]
+    assert refused, "some items ran on the node without isolation"
+    assert all("process-unisolated" in (r["error"] or "") for r in refused)
+    assert answers_exact([r for r in results if r["node"] != worker], gold) == []
+    assert batch.summary.exit_code == 1
+    with server(latency=0.01) as srv:
+        batch, results = run_batch(
+            items, srv, tmp_path / "b.jsonl", on_degraded.address, sandbox="process-unisolated"
+        )
+    assert answers_exact(results, gold) == [] and batch.summary.exit_code == 0
+
+
+def test_losing_a_node_mid_batch_retries_its_items_elsewhere_and_books_their_calls(
+    on_degraded: RayCluster, tmp_path: Path
+) -> None:
+    """The second node's raylet is killed while every running item waits for a reply (the server holds
+    the requests until then), so the lost attempts had calls in flight."""
+    items, gold = make_ticket_items(tmp_path / "tickets", n=16, tickets=200, seed0=500)
+    worker = on_degraded.node_ids()["worker"]
+    out = tmp_path / "results.jsonl"
+    armed, release = threading.Event(), threading.Event()
+    held: list[int] = []
+    killed: list[int] = []
+
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if armed.is_set() and not release.is_set():
+            held.append(1)
+            release.wait(30)
+        return str(tickets_policy(messages, request))
+
+    def killer() -> None:
+        armed.wait(120)
+        deadline = time.monotonic() + 30
+        while len(held) < 3 and time.monotonic() < deadline:  # at most two a node: both nodes wait
+            time.sleep(0.02)
+        killed.append(on_degraded.kill_raylet("worker"))
+        time.sleep(0.5)
+        release.set()
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    with server(latency=0.05, policy=policy) as srv:
+        batch = rlmx.batch.run(
+            items,
+            model="openai:scripted",
+            base_url=srv.url,
+            out=out,
+            executor="ray",
+            address=on_degraded.address,
+            concurrency=4,
+            cpus_per_item=0.5,
+            sandbox="process-unisolated",
+        )
+        for result in batch:
+            if result["node"] == worker:  # the second node is busy with more items now
+                armed.set()
+        release.set()
+        served = srv.served
+    thread.join(30)
+    assert killed, "an item finished on the second node before it was lost"
+    lines = read_jsonl(out)
+    assert sorted(r["id"] for r in lines) == sorted(gold), "every id exactly once"
+    assert answers_exact(lines, gold) == []
+    retried = [r for r in lines if r["attempts"] > 1]
+    assert retried and all(r["node"] != worker for r in retried)
+    assert batch.summary.lost_attempts >= 1
+    fleet = batch.summary.fleet
+    assert fleet["lost_calls"] >= 1, "calls in flight on the lost node are booked"
+    assert fleet["calls"] >= served, f"the ledger counts {fleet['calls']} calls, the server served {served}"
