@@ -635,3 +635,26 @@ def test_batch_help_names_every_option_of_the_command() -> None:
     assert missing == []
     fields = ", ".join(FIELDS)
     assert f"A result line: {fields}." in " ".join(shown.split())
+
+
+# --- an item's own settings ---------------------------------------------------------------------------
+
+
+def test_an_items_own_model_and_limits_override_the_batch_defaults(
+    tmp_path: Path, tickets: tuple[list[dict[str, Any]], dict[str, int]]
+) -> None:
+    items, gold = tickets
+    rows = [
+        items[0],
+        {**items[1], "limits": {"max_iterations": 1}},  # the script needs four turns
+        {**items[2], "model": "openai:other"},
+    ]
+    with ScriptedServer(tickets_policy, latency=0.01, models=("scripted", "other")) as srv:
+        results = {r["id"]: r for r in run_api(rows, srv, max_iterations=10)}
+        models = Counter(r.model for r in srv.requests)
+    first, limited, other = (results[row["id"]] for row in rows)
+    assert first["stopped_by"] == "final" and answers_exact([first], gold) == []
+    assert limited["stopped_by"] == "max_iterations" and limited["answer_source"] != "none"
+    assert other["stopped_by"] == "final" and answers_exact([other], gold) == []
+    assert set(other["usage"]["by_model"]) == {"openai:other"}
+    assert models["other"] == other["usage"]["calls"] and models["scripted"] > 0

@@ -110,6 +110,33 @@ def test_forty_items_on_two_nodes_are_exact_and_the_key_stays_out_of_results_and
     assert files_containing(tmp_path / "traces", needle) == []
 
 
+def test_a_context_many_items_use_is_shipped_once_and_big_ones_are_read_from_their_path(
+    driver: RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rlmx.batch.shipping
+
+    items, gold = make_ticket_items(tmp_path / "tickets", n=2, tickets=150, seed0=600)
+    text = Path(items[0]["context"]).read_text(encoding="utf-8")
+    many = [
+        *({**items[0], "id": f"a{i}"} for i in range(3)),  # one file, three items
+        *({**items[0], "id": f"b{i}", "context": {"text": text}} for i in range(3)),  # the same text inline
+        *({**items[1], "id": f"c{i}"} for i in range(2)),
+    ]
+    want = {r["id"]: gold[items[0]["id"] if r["id"][0] in "ab" else items[1]["id"]] for r in many}
+    with server(latency=0.01) as srv:
+        batch, results = run_batch(many, srv, tmp_path / "r.jsonl", driver.address)
+    assert answers_exact(results, want) == [] and len(results) == 8
+    executor = batch.executor
+    assert len(executor.shipped) == 3, "three distinct contexts"
+    assert len(executor.by_hash) == 3 and len({id(r) for r in executor.shipped.values()}) == 3
+    # contexts over the threshold travel as their paths: the nodes read the same files
+    monkeypatch.setattr(rlmx.batch.shipping, "SHIP_MAX_BYTES", 100)
+    with server(latency=0.01) as srv:
+        batch, results = run_batch(many, srv, tmp_path / "p.jsonl", driver.address)
+    assert answers_exact(results, want) == []
+    assert len(batch.executor.by_hash) == 1, "only the inline text was shipped"
+
+
 def test_a_batch_budget_smaller_than_the_batch_needs_holds_at_the_server_and_a_rerun_finishes(
     driver: RayCluster, tmp_path: Path
 ) -> None:
@@ -271,6 +298,7 @@ def test_losing_a_node_mid_batch_retries_its_items_elsewhere_and_books_their_cal
     armed, release = threading.Event(), threading.Event()
     held: list[int] = []
     killed: list[int] = []
+    batches: list[Any] = []
 
     def policy(messages: list[dict[str, Any]], request: Any) -> str:
         if armed.is_set() and not release.is_set():
@@ -284,7 +312,9 @@ def test_losing_a_node_mid_batch_retries_its_items_elsewhere_and_books_their_cal
         while len(held) < 3 and time.monotonic() < deadline:  # at most two a node: both nodes wait
             time.sleep(0.02)
         killed.append(on_degraded.kill_raylet("worker"))
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30  # held until the driver has booked the lost attempts
+        while not batches or (batches[0].summary.lost_attempts < 1 and time.monotonic() < deadline):
+            time.sleep(0.05)
         release.set()
 
     thread = threading.Thread(target=killer, daemon=True)
@@ -301,6 +331,7 @@ def test_losing_a_node_mid_batch_retries_its_items_elsewhere_and_books_their_cal
             cpus_per_item=0.5,
             sandbox="process-unisolated",
         )
+        batches.append(batch)
         for result in batch:
             if result["node"] == worker:  # the second node is busy with more items now
                 armed.set()

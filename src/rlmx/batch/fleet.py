@@ -116,9 +116,13 @@ class Fleet:
         self._holds[item, attempt] = _Hold()
         return None
 
+    def _over_cost(self, est_cost: float) -> bool:
+        budget = self.limits.max_cost_usd
+        return budget is not None and self.spent_usd + self._in_use()[2] + est_cost > budget
+
     def _no_room(self, *, extra_calls: int, est_tokens: int, est_cost: float) -> BatchLimitReason | None:
         limits = self.limits
-        calls, tokens, usd = self._in_use()
+        calls, tokens, _ = self._in_use()
         if limits.max_llm_calls is not None and self.calls + calls + extra_calls > limits.max_llm_calls:
             return "batch_max_llm_calls"
         if (
@@ -126,7 +130,7 @@ class Fleet:
             and self.tokens + tokens + est_tokens >= limits.max_total_tokens
         ):
             return "batch_max_total_tokens"
-        if limits.max_cost_usd is not None and self.spent_usd + usd + est_cost > limits.max_cost_usd:
+        if self._over_cost(est_cost):
             return "batch_max_cost_usd"
         return None
 
@@ -145,10 +149,9 @@ class Fleet:
         cost = est_cost_usd or 0.0
         if final and hold is not None and not hold.used:
             hold.used = True  # the held call: its cost must still fit what the others leave
-            refusal = self._no_room(extra_calls=0, est_tokens=0, est_cost=cost)
-            if refusal == "batch_max_cost_usd":
+            if self._over_cost(cost):
                 hold.used = False
-                return None, refusal
+                return None, "batch_max_cost_usd"
         else:
             if hold is not None and not hold.used:
                 hold.reserve_usd = final_reserve_usd  # the item's latest estimate of its final answer

@@ -75,7 +75,9 @@ def read_items(source: str | os.PathLike[str], *, cwd: Path | None = None) -> li
         raise ConfigError(f"cannot read batch input {path}: {exc}") from None
     rows: list[tuple[int, Any]] = []
     problems: list[str] = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # lines end at "\n" only: JSON strings may hold U+2028 and other characters str.splitlines() breaks at
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:

@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from rlmx.batch import shipping
 from rlmx.batch.executor import Contexts, Finished, Plan, Worker
 from rlmx.batch.fleet import BatchLimits, Fleet, RateSpec
 from rlmx.batch.items import BatchItem
@@ -192,7 +193,7 @@ class RayExecutor:
     def _shipped(self, item: BatchItem) -> Any:
         key = item.context_key()
         if key not in self.shipped:
-            shipped = pack(self.plan.contexts.context(item))
+            shipped = pack(self.plan.contexts.context(item), max_bytes=shipping.SHIP_MAX_BYTES)
             if shipped.key and shipped.key in self.by_hash:
                 self.shipped[key] = self.by_hash[shipped.key]
             else:
