@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typer.main import get_command
 import rlmx.batch
 from batch_support import answers_exact, make_ticket_items, read_jsonl, write_jsonl
 from policies import tickets_policy
+from process_support import session_processes, wait_until
 from rlmx.batch.results import FIELDS
 from rlmx.testing import Fault, ScriptedModel, ScriptedServer
 
@@ -498,31 +498,6 @@ def test_the_exit_code_says_failed_limited_or_all_final(
     rows = read_jsonl(limited_out)
     assert sorted(ids(rows)) == sorted(gold)
     assert any(unstarted(row, "batch_max_llm_calls") for row in rows)
-
-
-def wait_until(check: Any, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def session_processes(sid: int) -> list[str]:
-    """Live processes of session `sid` (field 6 of /proc/PID/stat)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] != "Z" and int(fields[3]) == sid:
-                found.append(f"{entry.name} {(entry / 'cmdline').read_bytes()[:80]!r}")
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
 
 
 def result_lines(path: Path) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from policies import is_forced_final, is_root, repl, turn
+from process_support import session_processes, wait_until
 from rlmx.testing import Fault, ScriptedServer
 
 RLMX = [sys.executable, "-m", "rlmx.cli"]
@@ -67,31 +68,6 @@ def shell(tmp_path: Path) -> Iterator[Any]:
             f"left running: {session_processes(sid)}"
         )
     assert wait_until(lambda: not list(tmp.iterdir())), f"temp files left: {list(tmp.iterdir())}"
-
-
-def wait_until(check: Any, seconds: float = 5.0) -> bool:
-    end = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def session_processes(sid: int) -> list[str]:
-    """Live processes of session `sid` (field 6 of /proc/PID/stat), as "pid cmdline"."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] != "Z" and int(fields[3]) == sid:
-                found.append(f"{entry.name} {(entry / 'cmdline').read_bytes()[:80]!r}")
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
 
 
 @pytest.fixture()

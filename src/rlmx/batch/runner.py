@@ -158,6 +158,7 @@ class Batch:
             self.results.append(record)
         self.latest[str(record["id"])] = record
         self.summary.ran += 1
+        self.summary.running = self.executor.running()
         self.summary.cost_usd += (record.get("usage") or {}).get("cost_usd") or 0.0
         return record
 
