@@ -229,14 +229,12 @@ def run(
         raise ConfigError("--max-attempts must be at least 1")
     if rate_window_s <= 0:
         raise ConfigError("--rate-window must be > 0 seconds")
-    checked = [i for i in items if isinstance(i, BatchItem)]
-    if len(checked) != len(items):
-        checked = check_items([i for i in items if not isinstance(i, BatchItem)])
+    given = [i for i in items if isinstance(i, BatchItem)]
+    if given and len(given) != len(items):
+        raise ConfigError("rlmx.batch.run: give the items as BatchItem objects or as dicts, not both")
+    checked = given or check_items([i for i in items if not isinstance(i, BatchItem)])
     limits = limits or BatchLimits()
-    defaults = {**options}
-    for key in ("config_file", "output_schema"):
-        if isinstance(defaults.get(key), (str, os.PathLike)):
-            defaults[key] = str(Path(defaults[key]).resolve())
+    defaults = driver_side(options)
     plan = Plan(
         defaults=defaults,
         limits=limits,
@@ -262,6 +260,28 @@ def run(
         max_attempts=max_attempts,
         on_progress=on_progress,
     )
+
+
+def driver_side(options: dict[str, Any]) -> dict[str, Any]:
+    """The options as every worker must see them, whatever its working directory: files named by
+    absolute paths, `--system-prompt-append @FILE` read here."""
+    from rlmx.recipe import read_append
+
+    defaults = dict(options)
+    for key in ("config_file", "output_schema"):
+        if isinstance(defaults.get(key), (str, os.PathLike)):
+            defaults[key] = str(Path(defaults[key]).resolve())
+    prompt = defaults.get("prompt")
+    if (
+        isinstance(prompt, (str, os.PathLike))
+        and str(prompt) not in ("rlmx", "official")
+        and Path(prompt).is_file()
+    ):
+        defaults["prompt"] = str(Path(prompt).resolve())  # a template file
+    append = defaults.get("system_prompt_append")
+    if isinstance(append, str) and append.startswith("@"):
+        defaults["system_prompt_append"] = read_append(append)
+    return defaults
 
 
 def to_stderr(line: str) -> None:
