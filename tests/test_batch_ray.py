@@ -6,7 +6,9 @@ greps and classifies (the gold is never in a reply): answers must be exact where
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -348,3 +350,79 @@ def test_losing_a_node_mid_batch_retries_its_items_elsewhere_and_books_their_cal
     fleet = batch.summary.fleet
     assert fleet["lost_calls"] >= 1, "calls in flight on the lost node are booked"
     assert fleet["calls"] >= served, f"the ledger counts {fleet['calls']} calls, the server served {served}"
+
+
+def test_an_address_where_no_cluster_listens_is_one_line_exit_2_at_once(tmp_path: Path) -> None:
+    items, _ = make_ticket_items(tmp_path / "tickets", n=1, tickets=50)
+    write_jsonl(tmp_path / "in.jsonl", items)
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    args = [*RLMX, "batch", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "out.jsonl")]
+    args += ["--executor", "ray", "--address", f"127.0.0.1:{port}"]
+    args += ["--model", "openai:scripted", "--base-url", "http://127.0.0.1:9/v1"]
+    done = subprocess.run(
+        args,
+        env={**os.environ, "OPENAI_API_KEY": "x", "RAY_AUTH_MODE": "disabled"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"rlmx: error: cannot reach the Ray cluster at 127.0.0.1:{port}: Connection refused; is `ray start "
+        "--head` running there? (the head prints its address)"
+    ]
+    assert time.monotonic() - started < 30 and not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_worker_process_killed_mid_item_is_retried_and_the_batch_completes(
+    driver: RayCluster, tmp_path: Path
+) -> None:
+    """SIGKILL of one Ray worker process while it runs an item (its model call held at the server)."""
+    items, gold = make_ticket_items(tmp_path / "tickets", n=6, tickets=150, seed0=700)
+    release = threading.Event()
+    held: list[int] = []
+
+    def policy(messages: list[dict[str, Any]], request: Any) -> str:
+        if not release.is_set():
+            held.append(1)
+            release.wait(30)
+        return str(tickets_policy(messages, request))
+
+    victims: list[int] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 60
+        while not held and time.monotonic() < deadline:
+            time.sleep(0.02)
+        running = [pid for pid, cmd in driver_processes(driver) if "ray::run_attempt" in cmd]
+        if running:
+            os.kill(running[0], signal.SIGKILL)
+            victims.append(running[0])
+        time.sleep(1.0)
+        release.set()
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    with server(latency=0.01, policy=policy) as srv:
+        batch, _ = run_batch(items, srv, tmp_path / "r.jsonl", driver.address)
+    thread.join(30)
+    assert victims, "a worker process was running an item"
+    lines = read_jsonl(tmp_path / "r.jsonl")
+    assert sorted(r["id"] for r in lines) == sorted(gold) and answers_exact(lines, gold) == []
+    assert batch.summary.lost_attempts >= 1 and any(r["attempts"] == 2 for r in lines)
+    assert batch.summary.fleet["calls"] >= srv.served
+
+
+def driver_processes(cluster: RayCluster) -> list[tuple[int, str]]:
+    """(pid, command line) of the cluster's live processes."""
+    out = []
+    for pid in cluster.processes():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        out.append((pid, cmd))
+    return out

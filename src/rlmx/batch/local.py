@@ -21,6 +21,7 @@ class LocalExecutor:
         self.loop = asyncio.new_event_loop()
         self.loop.set_default_executor(UnwaitedExecutor())
         self.tasks: dict[asyncio.Task[dict[str, Any]], tuple[BatchItem, int]] = {}
+        self.runner: Any = None
 
     def start(self, plan: Plan) -> None:
         self.plan = plan
@@ -71,6 +72,7 @@ class LocalExecutor:
         if self.tasks:
             self.loop.run_until_complete(asyncio.wait(list(self.tasks), timeout=10))
         self.tasks.clear()
-        self.loop.run_until_complete(self.runner.aclose())
+        if self.runner is not None:
+            self.loop.run_until_complete(self.runner.aclose())
         self.loop.run_until_complete(self.loop.shutdown_asyncgens())
         self.loop.close()

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import secrets
+import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -173,10 +174,16 @@ class RayExecutor:
                 options["runtime_env"] = {"env_vars": {SEALED_ENV: sealed}}
             if self.address is None:  # a local Ray instance, started here and stopped at the end
                 options["include_dashboard"] = False
+            check_reachable(self.address)
             try:
                 ray.init(address=self.address, **options)
-            except ConnectionError as exc:
-                raise ConfigError(f"cannot reach the Ray cluster at {self.address}: {exc}") from None
+            except (
+                Exception
+            ) as exc:  # Ray's own errors for a cluster it cannot join: one line, the cause kept
+                if ray.is_initialized():
+                    ray.shutdown()
+                where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+                raise ConfigError(f"cannot start or reach {where}: {first_line(exc)}") from exc
             self.started_ray = True
         self.batch_id = uuid.uuid4().hex[:12]
         self.actor = (
@@ -239,6 +246,8 @@ class RayExecutor:
         return finished
 
     def totals(self) -> dict[str, Any]:
+        if self.actor is None:  # never started
+            return {}
         totals: dict[str, Any] = ray.get(self.actor.totals.remote())
         return totals
 
@@ -251,6 +260,22 @@ class RayExecutor:
             self.actor = None
         if self.started_ray:
             ray.shutdown()
+
+
+def check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """Refuse at once an --address where nothing listens (Ray itself retries for minutes)."""
+    if not address or address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"--address {address!r}: write auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}; is `ray start --head` running "
+            "there? (the head prints its address)"
+        ) from None
 
 
 def _crash_record(item: BatchItem, attempt: int, exc: BaseException) -> dict[str, Any]:

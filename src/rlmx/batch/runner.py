@@ -111,9 +111,11 @@ class Batch:
         attempts: Counter[str] = Counter()
         written = 0
         executor = self.executor
+        begun = False
         try:
             if self.todo:
                 executor.start(self.plan)
+                begun = True
             while pending or executor.running():
                 while pending and executor.running() < self.concurrency:
                     item = pending.popleft()
@@ -145,7 +147,7 @@ class Batch:
         finally:
             self.summary.wall_s = time.monotonic() - started
             try:
-                if self.todo:
+                if begun:
                     self.summary.fleet = executor.totals()
             finally:
                 if self.todo:
