@@ -633,3 +633,36 @@ def test_an_items_own_model_and_limits_override_the_batch_defaults(
     assert other["stopped_by"] == "final" and answers_exact([other], gold) == []
     assert set(other["usage"]["by_model"]) == {"openai:other"}
     assert models["other"] == other["usage"]["calls"] and models["scripted"] > 0
+
+
+def test_a_driver_killed_outright_is_resumed_by_the_same_command(
+    tmp_path: Path, tickets: tuple[list[dict[str, Any]], dict[str, int]]
+) -> None:
+    """SIGKILL: no handler runs. Every line written before stays; a rerun runs the rest, one line an id."""
+    items, gold = tickets
+    source, out = tmp_path / "items.jsonl", tmp_path / "results.jsonl"
+    write_jsonl(source, items)
+    args = ["batch", str(source), "--out", str(out), "--concurrency", "2"]
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-fake"}
+    with ScriptedServer(tickets_policy, latency=0.1) as srv:
+        proc = subprocess.Popen(
+            [*RLMX, *args, *model_args(srv)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            assert wait_until(lambda: result_lines(out) >= 3 or proc.poll() is not None, 60)
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver and its sandboxes
+            proc.wait(30)
+        finally:
+            proc.kill()
+        whole = out.read_bytes().rpartition(b"\n")[0].decode()  # a line the kill cut short is not a result
+        before = [json.loads(line) for line in whole.splitlines()]
+        assert 3 <= len(before) < len(items)
+        again = cli(*args, *model_args(srv))
+    assert again.returncode == 0, again.stderr
+    final = read_jsonl(out)
+    check_result_lines(final, gold)
+    assert [row for row in final if row["id"] in ids(before)] == before
