@@ -6,8 +6,10 @@ API keys reach the workers in the job's `runtime_env` environment, sealed: Ray's
 every job's runtime_env to its log at INFO level, so the variables (`Plan.env`) travel as one value XORed
 with a one-time pad of the same length, and the pad lives only in the fleet actor's memory; a worker
 unseals them into its own environment before its first item (`unseal_env`). Keys are never in task
-arguments, results or logs. A task lost with its worker or node is reported to the driver as `lost`: the driver books its
-calls in flight at their estimates (`Fleet.abandon`) and runs the item again elsewhere."""
+arguments, results or logs.
+
+A task lost with its worker or node is reported to the driver as `lost`: the driver books its calls in
+flight at their estimates (`Fleet.abandon`) and runs the item again elsewhere."""
 
 from __future__ import annotations
 
