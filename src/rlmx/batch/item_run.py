@@ -145,19 +145,18 @@ class ItemRunner:
             return self.record(item, attempt, started, error=str(exc), trace=trace_to)
         except Exception as exc:  # a machinery failure: the item's error, in full, in its result line
             return self.record(item, attempt, started, error=f"{type(exc).__name__}: {exc}", trace=trace_to)
-        return {
-            "id": item.id,
-            "answer": result.answer,
-            "answer_source": result.answer_source,
-            "stopped_by": result.stopped_by,
-            "usage": result.usage,
-            "error": result.error,
-            "elapsed_s": round(time.monotonic() - started, 3),
-            "trace_path": result.trace_path,
-            "attempts": attempt,
-            "node": self.node,
-            **({"meta": item.meta} if item.meta is not None else {}),
-        }
+        return result_line(
+            item,
+            answer=result.answer,
+            answer_source=result.answer_source,
+            stopped_by=result.stopped_by,
+            usage=result.usage,
+            error=result.error,
+            elapsed_s=time.monotonic() - started,
+            trace_path=result.trace_path,
+            attempts=attempt,
+            node=self.node,
+        )
 
     def record(
         self, item: BatchItem, attempt: int, started: float, *, error: str, trace: Path | None
@@ -183,12 +182,37 @@ def failed_record(
     trace_path: str | None = None,
 ) -> dict[str, Any]:
     """A result line for an item that produced no run result: it failed, or never started."""
+    return result_line(
+        item,
+        stopped_by=stopped_by,
+        error=error,
+        elapsed_s=elapsed_s,
+        trace_path=trace_path,
+        attempts=attempts,
+        node=node,
+    )
+
+
+def result_line(
+    item: BatchItem,
+    *,
+    stopped_by: str,
+    attempts: int,
+    node: str | None,
+    answer: Any = None,
+    answer_source: str = "none",
+    usage: dict[str, Any] | None = None,
+    error: str | None = None,
+    elapsed_s: float = 0.0,
+    trace_path: str | None = None,
+) -> dict[str, Any]:
+    """An item's line in the results file (rlmx.batch.results.FIELDS, and `meta` when the input has it)."""
     return {
         "id": item.id,
-        "answer": None,
-        "answer_source": "none",
+        "answer": answer,
+        "answer_source": answer_source,
         "stopped_by": stopped_by,
-        "usage": {},
+        "usage": usage or {},
         "error": error,
         "elapsed_s": round(elapsed_s, 3),
         "trace_path": trace_path,

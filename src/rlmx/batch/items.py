@@ -31,6 +31,7 @@ class BatchInputError(ConfigError):
     """Lines of a batch's input that cannot run, each named by its line number."""
 
     def __init__(self, source: str, problems: list[str]) -> None:
+        problems = sorted(problems, key=line_number)
         shown = problems[:MAX_LISTED]
         more = f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
         lines = "\n".join(f"  {p}" for p in shown)
@@ -39,6 +40,11 @@ class BatchInputError(ConfigError):
             f"{lines}{more}"
         )
         self.problems = problems
+
+
+def line_number(problem: str) -> int:
+    """The N of a problem written "line N: ..."."""
+    return int(problem.split(":", 1)[0].split()[1])
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,6 @@ def check_items(
             continue
         seen[item.key] = number
         items.append(item)
-    problems.sort(key=lambda p: int(p.split(":", 1)[0].split()[1]))
     if problems:
         raise BatchInputError(source, problems)
     return items

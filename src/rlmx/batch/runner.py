@@ -5,7 +5,6 @@ their worker, writing each result as it arrives, and the summary. What `rlmx bat
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -33,7 +32,6 @@ class Summary:
     failed: int = 0
     running: int = 0
     fleet: dict[str, Any] = field(default_factory=dict)  # the batch ledger's totals
-    cost_usd: float = 0.0  # this run's items' costs (their usage)
     wall_s: float = 0.0
     lost_attempts: int = 0
 
@@ -109,7 +107,6 @@ class Batch:
         started = time.monotonic()
         pending = deque(self.todo)
         attempts: Counter[str] = Counter()
-        written = 0
         executor = self.executor
         begun = False
         try:
@@ -125,14 +122,12 @@ class Batch:
                         record = failed_record(
                             item, None, attempts=attempts[item.key] - 1, node=None, stopped_by=refusal
                         )
-                        written += 1
                         yield self._write(record)
                         continue
                     executor.submit(item, attempts[item.key])
                 for done in executor.wait(timeout=0.5):
                     if done.record is not None:
                         executor.finish(done.item, done.attempt)
-                        written += 1
                         yield self._write(done.record)
                         continue
                     executor.abandon(done.item, done.attempt)
@@ -141,7 +136,6 @@ class Batch:
                         pending.appendleft(done.item)
                     else:
                         why = f"lost with its worker in all {done.attempt} attempts; last: {done.lost}"
-                        written += 1
                         yield self._write(failed_record(done.item, why, attempts=done.attempt, node=None))
                 self._progress(started, executor.running())
         finally:
@@ -161,7 +155,6 @@ class Batch:
         self.latest[str(record["id"])] = record
         self.summary.ran += 1
         self.summary.running = self.executor.running()
-        self.summary.cost_usd += (record.get("usage") or {}).get("cost_usd") or 0.0
         return record
 
     def _progress(self, started: float, running: int) -> None:
@@ -218,6 +211,8 @@ def run(
     Everything is checked before the first item runs: the items, their contexts, their models and
     settings (ConfigError, BatchInputError naming the input lines)."""
     from rlmx.batch.items import check_items
+    from rlmx.config import load_config
+    from rlmx.recipe import to_stderr
 
     say = say or to_stderr
     unknown = sorted(set(options) - set(ASK_DEFAULTS))
@@ -246,8 +241,9 @@ def run(
         cpus_per_item=cpus_per_item,
     )
     models = validate(checked, plan, say)
-    plan.rates = rates_for(models, defaults, rpm, tpm)
-    plan.env = worker_env(models, defaults)
+    cfg = load_config(defaults.get("config_file"))
+    plan.rates = rates_for(models, cfg, rpm, tpm)
+    plan.env = model_env(models, cfg)
     if trace_dir:
         Path(trace_dir).mkdir(parents=True, exist_ok=True)
     if isinstance(executor, str):
@@ -284,10 +280,6 @@ def driver_side(options: dict[str, Any]) -> dict[str, Any]:
     if isinstance(append, str) and append.startswith("@"):
         defaults["system_prompt_append"] = read_append(append)
     return defaults
-
-
-def to_stderr(line: str) -> None:
-    sys.stderr.write(line + "\n")
 
 
 def make_executor(name: str, address: str | None = None) -> Executor:
@@ -336,7 +328,7 @@ def validate(items: list[BatchItem], plan: Plan, say: Say) -> set[str]:
             problems.append(f"line {item.line}: {seen[key]}")
     problems += plan.contexts.check(items)
     if problems:
-        raise BatchInputError("batch input", sorted(problems, key=lambda p: int(p.split(":")[0].split()[1])))
+        raise BatchInputError("batch input", problems)
     return models
 
 
@@ -355,15 +347,10 @@ def check_prices(rlm: Any, limits: BatchLimits) -> None:
         )
 
 
-def rates_for(
-    models: set[str], defaults: dict[str, Any], rpm: int | None, tpm: int | None
-) -> dict[str, RateSpec]:
-    """Each model's fleet-wide rate limit: --rpm/--tpm, else its provider's in the config."""
-    from rlmx.config import load_config
-
+def rates_for(models: set[str], cfg: Any, rpm: int | None, tpm: int | None) -> dict[str, RateSpec]:
+    """Each model's fleet-wide rate limit: --rpm/--tpm, else its provider's in the config (`cfg`)."""
     if (rpm is not None and rpm < 1) or (tpm is not None and tpm < 1):
         raise ConfigError("--rpm and --tpm must be at least 1")
-    cfg = load_config(defaults.get("config_file"))
     rates = {}
     for model in sorted(models):
         section = cfg.providers.get(model.split(":", 1)[0], {})
@@ -376,20 +363,19 @@ def rates_for(
     return rates
 
 
-def worker_env(models: set[str], defaults: dict[str, Any]) -> dict[str, str]:
-    """The environment variables workers need to reach the batch's models (their keys and endpoints),
-    taken from this process's environment: for the ray executor's `runtime_env`, never task arguments."""
-    from rlmx.config import load_config
+def model_env(models: set[str], cfg: Any = None) -> dict[str, str]:
+    """The environment variables workers need to reach `models` (their keys and endpoints, and the
+    config's `api_key_env` names), taken from this process's environment: what the ray executor sends
+    sealed, never in task arguments."""
     from rlmx.lm.registry import PROVIDERS
 
-    cfg = load_config(defaults.get("config_file"))
     names: set[str] = set()
     for model in models:
         provider = model.split(":", 1)[0]
         record = PROVIDERS.get(provider)
         if record is not None:
             names.update(n for n in (record.key_env, record.base_env, *record.more_key_envs) if n)
-        key_env = cfg.providers.get(provider, {}).get("api_key_env")
+        key_env = cfg.providers.get(provider, {}).get("api_key_env") if cfg is not None else None
         if key_env:
             names.add(key_env)
     return {name: os.environ[name] for name in sorted(names) if os.environ.get(name)}

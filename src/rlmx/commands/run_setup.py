@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlmx.recipe import SANDBOX_WARNINGS, BuiltRLM, build_rlm, sandbox_choice, to_stderr
+from rlmx.recipe import build_rlm
 
 
 @dataclass
@@ -37,14 +37,3 @@ def prepare_run(o: dict[str, Any]) -> PreparedRun:
 
     built = build_rlm(o, load_context=lambda: load(o["context"]))
     return PreparedRun(built.rlm, built.context, load, built.output)
-
-
-__all__ = [
-    "SANDBOX_WARNINGS",
-    "BuiltRLM",
-    "PreparedRun",
-    "build_rlm",
-    "prepare_run",
-    "sandbox_choice",
-    "to_stderr",
-]
