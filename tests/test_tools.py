@@ -388,17 +388,7 @@ def test_ask_takes_tools_from_a_module(tmp_path: Path) -> None:
     policy = ScriptedModel(root=[repl("FINAL(str(double(21) * SCALE + 0 * host_pid()))")])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     with ScriptedServer(policy) as srv:
-        base = [
-            sys.executable,
-            "-m",
-            "rlmx.cli",
-            "ask",
-            "q",
-            "--model",
-            "openai:scripted",
-            "--base-url",
-            srv.url,
-        ]
+        base = ask_command(srv)
         proc = subprocess.run(
             [*base, "--tools", "mytools_for_test:TOOLS", "--tools", "mytools_for_test:MORE", "--json",
              "--trace", str(trace)],
@@ -431,17 +421,7 @@ def test_the_config_files_tools_apply_to_ask_and_a_bad_entry_is_refused(tmp_path
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     policy = ScriptedModel(root=[repl("FINAL(str(triple(14)))")])
     with ScriptedServer(policy) as srv:
-        base = [
-            sys.executable,
-            "-m",
-            "rlmx.cli",
-            "ask",
-            "q",
-            "--model",
-            "openai:scripted",
-            "--base-url",
-            srv.url,
-        ]
+        base = ask_command(srv)
         proc = subprocess.run(
             [*base, "--config", str(config), "--no-trace"],
             capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
@@ -459,3 +439,8 @@ def test_the_config_files_tools_apply_to_ask_and_a_bad_entry_is_refused(tmp_path
         )
     assert bad.returncode == 2 and 'list of "MODULE:ATTR" strings' in bad.stderr
     assert srv.served == 1
+
+
+def ask_command(srv: ScriptedServer) -> list[str]:
+    """`rlmx ask q` against the scripted server, as a subprocess's argv."""
+    return [sys.executable, "-m", "rlmx.cli", "ask", "q", "--model", "openai:scripted", "--base-url", srv.url]
