@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 
 import rlmx.batch  # noqa: E402
 from benchmarks.measure import descendants, load_note  # noqa: E402
+from rlmx import RLM, ModelOptions  # noqa: E402
 from rlmx.testing import ScriptedModel, ScriptedServer, forbid_real_providers  # noqa: E402
 
 MODEL = "openai:scripted"
@@ -120,14 +121,9 @@ def run_batch(srv: ScriptedServer, workers: int, executor: str, n: int, tag: str
     items, gold = make_items(n, tag)
     served = srv.served
     started = time.monotonic()
+    rlm = RLM(MODEL, model_options=ModelOptions(base_url=srv.url))
     batch = rlmx.batch.run(
-        items,
-        executor=executor,
-        concurrency=workers,
-        cpus_per_item=1,
-        model=MODEL,
-        base_url=srv.url,
-        say=lambda _line: None,
+        items, rlm, executor=executor, concurrency=workers, cpus_per_item=1, say=lambda _line: None
     )
     first = last = started
     right = 0

@@ -24,6 +24,7 @@ import rlmx.batch
 from batch_support import answers_exact, make_ticket_items, read_jsonl, write_jsonl
 from policies import tickets_policy
 from process_support import session_processes, wait_until
+from rlmx import RLM, Limits, ModelOptions
 from rlmx.batch.results import FIELDS
 from rlmx.testing import Fault, ScriptedModel, ScriptedServer
 
@@ -40,8 +41,14 @@ def model_args(srv: ScriptedServer) -> list[str]:
     return ["--model", MODEL, "--base-url", srv.url]
 
 
-def run_api(items: list[dict[str, Any]], srv: ScriptedServer, **kwargs: Any) -> rlmx.batch.Batch:
-    return rlmx.batch.run(items, model=MODEL, base_url=srv.url, **kwargs)
+def run_api(
+    items: list[dict[str, Any]], srv: ScriptedServer, *, max_iterations: int = 30, **kwargs: Any
+) -> rlmx.batch.Batch:
+    """The batch as a Python caller runs it: items, an RLM built in Python, the batch's own options."""
+    rlm = RLM(
+        MODEL, model_options=ModelOptions(base_url=srv.url), limits=Limits(max_iterations=max_iterations)
+    )
+    return rlmx.batch.run(items, rlm, **kwargs)
 
 
 def ids(rows: list[Any]) -> list[str]:
@@ -202,7 +209,7 @@ def test_models_and_contexts_that_cannot_run_are_refused_by_line_before_any_requ
         (["--rpm", "0"], "--rpm and --tpm must be at least 1"),
         (["--rate-window", "0"], "--rate-window must be > 0 seconds"),
         (["--executor", "nope"], "unknown executor 'nope'; choose local or ray"),
-        (["--address", "auto"], "--address is for --executor ray"),
+        (["--address", "auto"], "--address is for the ray executor"),
         (["--concurrency", "0"], "Invalid value for '--concurrency'"),
     ],
 )

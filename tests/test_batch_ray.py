@@ -26,6 +26,7 @@ import rlmx.batch  # noqa: E402
 from batch_support import answers_exact, make_ticket_items, read_jsonl, write_jsonl  # noqa: E402
 from policies import tickets_policy  # noqa: E402
 from ray_cluster import RayCluster  # noqa: E402
+from rlmx import RLM, ModelOptions, SandboxSettings  # noqa: E402
 from rlmx.sandbox.isolation import SIMULATE_ENV  # noqa: E402
 from rlmx.testing import ScriptedServer  # noqa: E402
 
@@ -69,9 +70,10 @@ def server(latency: float = 0.05, policy: Any = tickets_policy) -> ScriptedServe
 def run_batch(items: list[dict[str, Any]], srv: ScriptedServer, out: Path, address: str, **kw: Any) -> Any:
     kw.setdefault("concurrency", 4)
     kw.setdefault("cpus_per_item", 0.5)  # two items a node at once: they mostly wait for the model
-    batch = rlmx.batch.run(
-        items, model="openai:scripted", base_url=srv.url, out=out, executor="ray", address=address, **kw
-    )
+    sandbox = SandboxSettings(kw.pop("sandbox", "process"))
+    key = KEY if kw.pop("key_in_options", False) else None  # else the workers read it from the environment
+    rlm = RLM("openai:scripted", model_options=ModelOptions(base_url=srv.url, api_key=key), sandbox=sandbox)
+    batch = rlmx.batch.run(items, rlm, out=out, executor="ray", address=address, **kw)
     results = list(batch)
     return batch, results
 
@@ -88,12 +90,17 @@ def files_containing(root: Path, needle: bytes) -> list[str]:
 
 
 def test_forty_items_on_two_nodes_are_exact_and_the_key_stays_out_of_results_and_ray_logs(
-    driver: RayCluster, tmp_path: Path
+    driver: RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The key is set in the RLM's model options (not in the driver's environment): the spec travels
+    as data without it, the key sealed beside it."""
+    monkeypatch.delenv("OPENAI_API_KEY")
     items, gold = make_ticket_items(tmp_path / "tickets", n=40, tickets=200)
     out = tmp_path / "results.jsonl"
     with server() as srv:
-        batch, _ = run_batch(items, srv, out, driver.address, trace_dir=tmp_path / "traces")
+        batch, _ = run_batch(
+            items, srv, out, driver.address, trace_dir=tmp_path / "traces", key_in_options=True
+        )
     lines = read_jsonl(out)
     assert sorted(r["id"] for r in lines) == sorted(gold), "every id exactly once"
     assert answers_exact(lines, gold) == []

@@ -198,7 +198,7 @@ def test_cli_refuses_a_budget_it_cannot_enforce_and_runs_when_told_or_priced(tmp
     assert (
         refused.stderr.strip()
         .splitlines()[-1]
-        .startswith("rlmx: error: max_cost_usd=50.0 cannot be enforced")
+        .startswith("rlmx: error: --max-cost-usd 50.0 cannot be enforced")
     )
     assert "--price openai:scripted=IN,OUT" in refused.stderr
     assert allowed.returncode == 0, allowed.stderr

@@ -79,9 +79,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _fail(exc: BaseException, code: int, *, debug: bool) -> NoReturn:
+    """One line on stderr, in the command line's terms (the library names fields; see cli_terms)."""
     if debug:
         raise exc
-    sys.stderr.write(f"rlmx: error: {exc}\n")
+    from rlmx.commands.run_options import cli_terms
+
+    sys.stderr.write(f"rlmx: error: {cli_terms(str(exc))}\n")
     sys.exit(code)
 
 

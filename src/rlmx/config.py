@@ -38,6 +38,7 @@ from typing import Any
 from rlmx.errors import ConfigError
 from rlmx.limits import Limits
 from rlmx.lm.base import LM
+from rlmx.lm.options import ModelRef
 from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.registry import PROVIDERS, ModelOptions, provider_of, resolve_model
 from rlmx.lm.retry import RetryPolicy
@@ -417,9 +418,55 @@ def resolve_models(
     leaves unset. A model given different settings in two roles is two model objects, each with its
     own concurrency limit. `limiters(spec)`: a rate limiter shared beyond this run (a batch's) for the
     model `spec`, instead of its own."""
-    built: dict[tuple[str, Sampling], LM] = {}
+    refs = model_refs(
+        config,
+        choice,
+        depth_models,
+        base_url=base_url,
+        concurrency=concurrency,
+        api_key=api_key,
+        sampling=sampling,
+        sub_sampling=sub_sampling,
+        depth_sampling=depth_sampling,
+        limiters=limiters,
+    )
+    built: dict[int, LM] = {}
 
-    def lm(spec: str, settings: Sampling) -> LM:
+    def lm(ref: ModelRef) -> LM:
+        if id(ref) not in built:
+            built[id(ref)] = resolve_model(ref.name, ref.options)
+        return built[id(ref)]
+
+    return ResolvedModels(lm(refs.root), lm(refs.sub), {d: lm(r) for d, r in refs.by_depth.items()})
+
+
+@dataclass
+class ModelRefs:
+    """The models of a run as data: each a model string and how to reach it."""
+
+    root: ModelRef
+    sub: ModelRef
+    by_depth: dict[int, ModelRef]
+
+
+def model_refs(
+    config: Config,
+    choice: ModelChoice,
+    depth_models: dict[int, str] | None = None,
+    *,
+    base_url: str | None = None,
+    concurrency: int | None = None,
+    api_key: str | None = None,
+    sampling: Sampling | None = None,
+    sub_sampling: Sampling | None = None,
+    depth_sampling: dict[int, Sampling] | None = None,
+    limiters: Callable[[str], RateLimiter | None] | None = None,
+) -> ModelRefs:
+    """`resolve_models`' models as `ModelRef`s (data a spec can carry across processes): the same
+    reference for a model string with the same sampling settings, so it becomes one LM object."""
+    built: dict[tuple[str, Sampling], ModelRef] = {}
+
+    def lm(spec: str, settings: Sampling) -> ModelRef:
         if (spec, settings) not in built:
             options = config.model_options(
                 spec, base_url=base_url, concurrency=concurrency, api_key=api_key, sampling=settings
@@ -428,7 +475,7 @@ def resolve_models(
             shared = limiters(spec) if limiters is not None else None
             if shared is not None:
                 options = replace(options, shared_limiter=shared)
-            built[spec, settings] = resolve_model(spec, options)
+            built[spec, settings] = ModelRef(spec, options)
         return built[spec, settings]
 
     root_spec = choice.model
@@ -441,10 +488,10 @@ def resolve_models(
     sub = lm(sub_spec, sub_sampling)
     models = {**config.models_by_depth, **(depth_models or {})}
     settings = {**config.sampling_by_depth, **(depth_sampling or {})}
-    by_depth: dict[int, LM] = {}
+    by_depth: dict[int, ModelRef] = {}
     for depth in sorted(set(models) | set(settings)):
         role_spec, role_sampling = (root_spec, root_sampling) if depth == 0 else (sub_spec, sub_sampling)
         spec = models.get(depth, role_spec)
         own = settings.get(depth, Sampling())
         by_depth[depth] = lm(spec, own.over(role_sampling) if spec == role_spec else own)
-    return ResolvedModels(root, sub, by_depth)
+    return ModelRefs(root, sub, by_depth)

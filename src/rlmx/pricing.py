@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlmx.errors import ConfigError
+from rlmx.limits import Limits
 from rlmx.lm.base import Usage
 from rlmx.lm.registry import PROVIDERS, provider_of
 
@@ -240,3 +241,21 @@ def default_pricing() -> Pricing:
     if not _DEFAULT:
         _DEFAULT.append(Pricing())
     return _DEFAULT[0]
+
+
+def budget_warnings(unpriced: list[str], limits: Limits) -> list[str]:
+    """The run's warnings about models without a price (only under `max_cost_usd`)."""
+    return [unpriced_warning(unpriced, limits)] if unpriced and limits.max_cost_usd is not None else []
+
+
+def unpriced_warning(models: list[str], limits: Limits, *, refused: bool = False) -> str:
+    """One line: which models have no price, what that means for `max_cost_usd`, and how to fix it."""
+    names = ", ".join(models)
+    fix = f"give {models[0]} a price (`pricer`, USD per million tokens)"
+    if refused:
+        return (
+            f"`max_cost_usd`={limits.max_cost_usd} cannot be enforced: no price is known for {names}; {fix}, "
+            "or run anyway with `allow_unpriced`=True"
+        )
+    budget = limits.max_cost_usd
+    return f"no price is known for {names}: its calls are not counted against `max_cost_usd`={budget}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,21 +12,23 @@ from typing import TYPE_CHECKING, Any
 
 from rlmx.answer import Answer
 from rlmx.context.context import Context
-from rlmx.context.prefilter import Prefilter
+from rlmx.context.payload import ContextPayload
 from rlmx.engine.ledger import Ledger, SharedBudget
 from rlmx.engine.node import Node
 from rlmx.engine.profiles import SYSTEM_PROMPT_VERSION, PromptProfile
 from rlmx.engine.result import NodeResult, RunResult
-from rlmx.engine.runtime import UnwaitedExecutor, budget_warnings, unpriced_warning
+from rlmx.engine.threads import UnwaitedExecutor
 from rlmx.engine.tree import Models, Pricer, RunTree, check_budget_for_first_call
 from rlmx.errors import ConfigError, RLMError
-from rlmx.limits import HistorySettings, Limits
-from rlmx.lm.base import LM, BaseLM
+from rlmx.limits import Limits
+from rlmx.lm.base import BaseLM
 from rlmx.lm.cache import ResponseCache, open_cache, with_cache
 from rlmx.lm.registry import ModelOptions, resolve_model
 from rlmx.paths import search_cache_dir, trace_dir
-from rlmx.sandbox.base import SandboxFactory, SandboxSettings
-from rlmx.tools import TOOL_MAX_BYTES, TOOL_TIMEOUT_S, RunTools
+from rlmx.pricing import budget_warnings, unpriced_warning
+from rlmx.sandbox.base import SandboxFactory
+from rlmx.spec.run import ModelRef, RunSpec
+from rlmx.tools import RunTools
 from rlmx.trace.events import RunEnd, RunStart, excerpt
 from rlmx.trace.writer import Emitter, Sink, TraceWriter
 from rlmx.typed import OutputSpec
@@ -36,109 +37,92 @@ if TYPE_CHECKING:
     from rlmx.engine.session import SessionRun
     from rlmx.session import AsyncSession, Session
 
-__all__ = ["RLM", "RunResult", "UnwaitedExecutor", "budget_warnings", "unpriced_warning"]
+__all__ = ["RLM", "PreparedRun", "RunResult", "RunSpec"]
 
 
-def _spec_key(spec: Any) -> Any:
-    return spec if spec is None or isinstance(spec, (str, bool, Path)) else id(spec)
+@dataclass(eq=False)
+class RLM(RunSpec):
+    """A Recursive Language Model, made from a `RunSpec`'s fields (see rlmx.spec.run for each one):
+    `RLM("openai:gpt-5-mini", limits=Limits(max_iterations=10))`, or `RLM.from_spec(spec)`.
 
-
-def make_sandbox_factory(settings: SandboxSettings) -> Callable[[], SandboxFactory]:
-    """Each run calls the result once for its own sandboxes (one zygote a run); `SandboxSettings` has
-    already refused an unknown backend."""
-    from rlmx.sandbox import open_sandboxes
-
-    return lambda: open_sandboxes(settings)
-
-
-@dataclass
-class RLM:
-    """A Recursive Language Model. `model`/`sub_model` are model strings (`provider:model`) or LM objects."""
-
-    model: str | LM
-    sub_model: str | LM | None = None
-    limits: Limits = field(default_factory=Limits)
-    trace: bool | str | Path | None = True  # True: a new file under the state dir; a path; False/None: off
-    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
-    history: HistorySettings = field(default_factory=HistorySettings)
-    models_by_depth: dict[int, str | LM] = field(default_factory=dict)
-    model_options: ModelOptions = field(default_factory=ModelOptions)
-    # how to reach the sub-model and the models of depths >= 1 given as strings, e.g. their sampling
-    # settings (ModelOptions(temperature=...)); None: `model_options`, as for the root
-    sub_model_options: ModelOptions | None = None
-    pricer: Pricer | None = None  # None: genai-prices; Pricing(overrides) adds prices (rlmx.pricing)
-    on_event: Sink | list[Sink] | None = None
-    excerpt_chars: int = 2_000  # cap of message excerpts in the trace; 0 keeps whole texts (--trace-full)
-    allow_unpriced: bool = False  # with max_cost_usd: run even when a model has no known price
-    cache: ResponseCache | str | Path | bool | None = None  # True: the default file; a path; a ResponseCache
-    # "bm25:50": before the loop, narrow the context to the 50 chunks that best match the question
-    # (also "vector:K", "hybrid:K"; see rlmx.context.prefilter). None: the model sees the whole context.
-    prefilter: str | Prefilter | None = None
-    # a context that was given but holds no usable text (binary or empty files, nothing matched, empty
-    # stdin) is refused with EmptyContext before any model call, unless this is True
-    allow_empty_context: bool = False
-    # what the root model is told and the shape of its messages: "rlmx" (FINAL and the `answer` dict),
-    # "official" (the official RLM repository's contract, for checkpoints trained on it), or a template
-    # file's path (see rlmx.engine.profiles); `system_prompt_append` is added to any of them
-    prompt: str | PromptProfile = "rlmx"
-    system_prompt_append: str = ""
-    # the user's tools in the REPL, checked here (docs/tools.md): name -> a callable (run on the host), a
-    # JSON value, {"tool": obj, "description": ...} or a Tool; children get `sub_tools` when given
-    tools: Any = None
-    sub_tools: Any = None
-    tool_timeout_s: float = TOOL_TIMEOUT_S
-    tool_max_bytes: int = TOOL_MAX_BYTES
+    `rlm.spec` is a snapshot of the current fields; assigning a field (`rlm.limits = ...`) takes
+    effect at the next run, and each run reads one snapshot taken as it starts."""
 
     def __post_init__(self) -> None:
-        self._resolve_models()
+        super().__post_init__()
+        self._resolve_models(self.snapshot())
         self._profile = PromptProfile.of(self.prompt, append=self.system_prompt_append)
-        self._tools = self._run_tools()
-        self._sandbox_factory = make_sandbox_factory(self.sandbox)
+        self._profile_from = (_spec_key(self.prompt), self.system_prompt_append)
+        self._tools = self._run_tools(self.snapshot())
         self._warm_up()
 
-    def _run_tools(self) -> RunTools:
-        self._tools_from = (id(self.tools), id(self.sub_tools), self.tool_timeout_s, self.tool_max_bytes)
-        return RunTools.of(
-            self.tools, self.sub_tools, timeout_s=self.tool_timeout_s, max_bytes=self.tool_max_bytes
-        )
+    @classmethod
+    def from_spec(cls, spec: RunSpec) -> RLM:
+        """An RLM of `spec`'s fields (the spec is not changed by later assignments to the RLM)."""
+        return cls(**spec.fields())
 
-    def _model_specs(self) -> tuple[Any, ...]:
-        """What the models are made from; assigning any of these after construction takes effect at
-        the next run (strings compare by value, LM objects and settings by identity)."""
-        by_depth = tuple(sorted((int(d), _spec_key(m)) for d, m in self.models_by_depth.items()))
-        return (
-            _spec_key(self.model),
-            _spec_key(self.sub_model),
-            by_depth,
-            id(self.model_options),
-            id(self.sub_model_options),
-            _spec_key(self.cache),
-        )
+    @property
+    def spec(self) -> RunSpec:
+        """The fields as they are now, as a `RunSpec` (`spec.to_data()` for its data)."""
+        return self.snapshot()
 
-    def _resolve_models(self) -> None:
-        cache = self.cache if isinstance(self.cache, ResponseCache) else open_cache(self.cache)
+    @property
+    def prompt_profile(self) -> PromptProfile:
+        """The prompt profile the next run uses (its dialect, its texts)."""
+        self._refresh_profile(self.snapshot())
+        return self._profile
+
+    def open_sandboxes(self) -> SandboxFactory:
+        """The sandboxes of one run or session: one zygote for all of its REPLs (`SandboxSettings`
+        has already refused an unknown backend); closed with `await factory.aclose()`."""
+        from rlmx.sandbox import open_sandboxes
+
+        return open_sandboxes(self.sandbox)
+
+    # --- what a run is built from, made again when the fields it comes from were reassigned ---------
+
+    def _run_tools(self, spec: RunSpec) -> RunTools:
+        self._tools_from = _tools_key(spec)
+        tools, sub_tools = spec.tools, spec.sub_tools
+        refs, sub_refs = tool_refs(tools), tool_refs(sub_tools)
+        if refs is not None or sub_refs is not None:  # MODULE:ATTR references, imported here
+            from rlmx.tools import load_all
+
+            tools = load_all(refs) if refs is not None else tools
+            sub_tools = load_all(sub_refs) if sub_refs is not None else sub_tools
+        return RunTools.of(tools, sub_tools, timeout_s=spec.tool_timeout_s, max_bytes=spec.tool_max_bytes)
+
+    def _refresh_profile(self, spec: RunSpec) -> None:
+        if (_spec_key(spec.prompt), spec.system_prompt_append) != self._profile_from:
+            self._profile = PromptProfile.of(spec.prompt, append=spec.system_prompt_append)
+            self._profile_from = (_spec_key(spec.prompt), spec.system_prompt_append)
+
+    def _resolve_models(self, spec: RunSpec) -> None:
+        cache = spec.cache if isinstance(spec.cache, ResponseCache) else open_cache(spec.cache)
         # one LM object per model string and options: one concurrency limit per model
         resolved: dict[tuple[str, int], BaseLM] = {}
 
-        def lm(spec: str | LM, options: ModelOptions) -> BaseLM:
-            if not isinstance(spec, str):
-                return with_cache(spec, cache)
-            if (spec, id(options)) not in resolved:
-                resolved[spec, id(options)] = with_cache(resolve_model(spec, options), cache)
-            return resolved[spec, id(options)]
+        def lm(model: Any, options: ModelOptions) -> BaseLM:
+            if isinstance(model, ModelRef):
+                model, options = model.name, model.options
+            if not isinstance(model, str):
+                return with_cache(model, cache)
+            if (model, id(options)) not in resolved:
+                resolved[model, id(options)] = with_cache(resolve_model(model, options), cache)
+            return resolved[model, id(options)]
 
-        sub_options = self.model_options if self.sub_model_options is None else self.sub_model_options
-        root = lm(self.model, self.model_options)
-        if self.sub_model is None and sub_options is self.model_options:
+        options = spec.model_options
+        sub_options = options if spec.sub_model_options is None else spec.sub_model_options
+        root = lm(spec.model, options)
+        if spec.sub_model is None and sub_options is options:
             sub = root
         else:  # the root model with the sub-model's options is a model object of its own
-            sub = lm(self.model if self.sub_model is None else self.sub_model, sub_options)
+            sub = lm(spec.model if spec.sub_model is None else spec.sub_model, sub_options)
         by_depth = {
-            int(d): lm(m, self.model_options if int(d) == 0 else sub_options)
-            for d, m in self.models_by_depth.items()
+            int(d): lm(m, options if int(d) == 0 else sub_options) for d, m in spec.models_by_depth.items()
         }
         self._models = Models(root=root, sub=sub, by_depth=by_depth)
-        self._resolved_from = self._model_specs()
+        self._resolved_from = _models_key(spec)
 
     def _warm_up(self) -> None:
         """First-use costs paid here rather than inside the first run: the price catalog's import and
@@ -199,14 +183,6 @@ class RLM:
                 closed.add(id(lm))
                 await lm.aclose()
 
-    def _trace_path(self, run_id: str) -> Path | None:
-        if self.trace is None or self.trace is False:
-            return None
-        if self.trace is True:
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-            return trace_dir() / f"{stamp}-{run_id}.jsonl"
-        return Path(self.trace)
-
     async def arun(
         self,
         question: str,
@@ -220,62 +196,89 @@ class RLM:
         trace_to: str | Path | None = None,
     ) -> RunResult:
         """Answer `question` about `context`. `output`: a pydantic type, a JSON schema dict or an
-        `rlmx.typed.OutputSpec`; the answer is then validated (see rlmx.typed) and parsed into `.parsed`.
-        `session` (given by `rlmx.session`): the run is a question of that session, in its REPL.
-        `shared` (given by `rlmx.batch`): limits shared with other runs, checked before each call.
-        `trace_to`: this run's trace file, instead of the one `trace` names (unless tracing is off)."""
+        `rlmx.typed.OutputSpec` (default: the spec's `output`); the answer is then validated (see
+        rlmx.typed) and parsed into `.parsed`. `session` (given by `rlmx.session`): the run is a question
+        of that session, in its REPL. `shared` (given by `rlmx.batch`): limits shared with other runs,
+        checked before each call. `trace_to`: this run's trace file, instead of the one `trace` names
+        (unless tracing is off)."""
+        run = self._prepare(
+            question,
+            context,
+            context_note=context_note,
+            output=output,
+            run_id=run_id,
+            session=session,
+            shared=shared,
+            trace_to=trace_to,
+        )
+        try:
+            result = await self._execute(run)
+        finally:
+            await run.close()
+        return run.result(result)
+
+    def _prepare(
+        self,
+        question: str,
+        context: Any,
+        *,
+        context_note: str | None,
+        output: Any,
+        run_id: str | None,
+        session: SessionRun | None,
+        shared: SharedBudget | None,
+        trace_to: str | Path | None,
+    ) -> PreparedRun:
+        """Everything a run needs, built from one snapshot of the spec, every refusal made before any
+        model call; ends with the `run_start` record."""
         if not isinstance(question, str) or not question.strip():
             raise ConfigError("the question must be a non-empty string")
-        output_spec = OutputSpec.of(output)
-        if self._model_specs() != self._resolved_from:  # rlm.model = ... after construction
-            self._resolve_models()
-        if (id(self.tools), id(self.sub_tools), self.tool_timeout_s, self.tool_max_bytes) != self._tools_from:
-            self._tools = self._run_tools()
+        spec = self.snapshot()
+        output_spec = OutputSpec.of(output if output is not None else spec.output)
+        if _models_key(spec) != self._resolved_from:  # rlm.model = ... after construction
+            self._resolve_models(spec)
+        if _tools_key(spec) != self._tools_from:
+            self._tools = self._run_tools(spec)
+        self._refresh_profile(spec)
         ctx = Context.of(context)  # a value, a Context (files, folders), or pathlib paths
-        if context is not None and not self.allow_empty_context:
+        if context is not None and not spec.allow_empty_context:
             ctx.check_usable()
-        pricer, unpriced = self._pricer()
+        pricer, unpriced = self._pricer(spec)
         started = time.monotonic()
         run_id = run_id or uuid.uuid4().hex[:12]  # a server may choose it, to name the run before it starts
-        trace_path = self._trace_path(run_id)
-        if trace_path is not None and trace_to is not None:
-            trace_path = Path(trace_to)
+        trace_path = trace_file(spec.trace, run_id, trace_to)
         if session:
-            trace_path = session.trace_file(trace_path, given=self.trace is not True)
-        sinks: list[Sink] = []
+            trace_path = session.trace_file(trace_path, given=spec.trace is not True)
         writer = TraceWriter(trace_path) if trace_path else None
-        if writer:
-            sinks.append(writer)
-        if self.on_event:
-            sinks.extend(self.on_event if isinstance(self.on_event, list) else [self.on_event])
-        emitter = Emitter(sinks)
-        ledger = Ledger(self.limits, parent=session.ledger if session else None)
+        emitter = Emitter(([writer] if writer else []) + sinks_of(spec.on_event))
+        ledger = Ledger(spec.limits, parent=session.ledger if session else None)
         # this run's REPLs (the process backends share one zygote); a session's outlive the run
-        sandboxes = session.sandboxes if session else self._sandbox_factory()
+        sandboxes = session.sandboxes if session else self.open_sandboxes()
         tree = RunTree(
-            limits=self.limits,
+            limits=spec.limits,
             models=self._models,
             ledger=ledger,
             emitter=emitter,
             sandbox_factory=sandboxes,
-            sandbox_settings=self.sandbox,
-            history_settings=self.history,
+            sandbox_settings=spec.sandbox,
+            history_settings=spec.history,
             pricer=pricer,
-            excerpt_chars=self.excerpt_chars,
+            excerpt_chars=spec.excerpt_chars,
             profile=self._profile,
             tools=self._tools,
             shared=shared,
         )
         meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
-        payload = session.payload if session and session.payload else None
-        if payload is None:
-            payload = ctx.payload(
-                query=question, prefilter=self.prefilter, note=context_note, cache_dir=search_cache_dir()
+
+        def make_payload() -> ContextPayload:
+            made = ctx.payload(
+                query=question, prefilter=spec.prefilter, note=context_note, cache_dir=search_cache_dir()
             )
-            options = {**payload.options, **tree.repl_options(0)}
-            payload = replace(payload, options={**options, **({"session": True} if session else {})})
-        if session:
-            session.payload = payload  # the same object every question: workers inherit the zygote's copy
+            options = {**made.options, **tree.repl_options(0), **({"session": True} if session else {})}
+            return replace(made, options=options)
+
+        # a session's REPL starts once, with the first question's payload (its workers inherit it)
+        payload = session.payload_for(make_payload) if session else make_payload()
         root = Node(
             tree,
             depth=0,
@@ -284,73 +287,53 @@ class RLM:
             meta=meta,
             parent_id=None,
             output=output_spec,
-            check_loaded=None if context is None or self.allow_empty_context else ctx.check_loaded,
+            check_loaded=None if context is None or spec.allow_empty_context else ctx.check_loaded,
             repl=session.repl if session else None,
             note=session.note if session else "",
         )
-        if session:
-            session.root = root
         check_budget_for_first_call(tree, question, meta, output_spec)
+        run = PreparedRun(
+            spec, run_id, trace_path, writer, emitter, ledger, sandboxes, root, started, session
+        )
         emitter.emit(
             RunStart(
                 id=root.id,
                 run_id=run_id,
                 trace_path=str(trace_path) if trace_path else None,
-                question=excerpt(question, self.excerpt_chars),
+                question=excerpt(question, spec.excerpt_chars),
                 unpriced_models=unpriced,
-                warnings=budget_warnings(unpriced, self.limits),
+                warnings=budget_warnings(unpriced, spec.limits),
                 model=self._models.root.name,
                 sub_model=self._models.sub.name,
-                limits=vars(self.limits),
-                sandbox=vars(self.sandbox),
+                limits=vars(spec.limits),
+                sandbox=vars(spec.sandbox),
                 context_meta=meta,
                 prompt_version=SYSTEM_PROMPT_VERSION,
                 prompt_profile=self._profile.name,
                 sampling=self._sampling_record(),
                 output_schema=output_spec.schema if output_spec else None,
                 session_id=session.id if session else None,
+                spec=spec.record(),
             )
         )
+        return run
+
+    async def _execute(self, run: PreparedRun) -> NodeResult:
+        """The root's loop, then the `run_end` record (also when the run is refused under way or
+        interrupted)."""
         try:
-            try:
-                result = await self._run_root(root, ledger)
-            except RLMError as exc:  # refused once under way (a context found empty when read)
-                self._end_record(
-                    emitter,
-                    root,
-                    NodeResult(Answer.none(str(exc)), "error", root.iteration, str(exc)),
-                    ledger,
-                    started,
-                )
-                raise
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                # Ctrl-C (asyncio.run cancels the run) or a caller's cancellation: the trace still ends
-                self._end_record(
-                    emitter,
-                    root,
-                    NodeResult(Answer.none("interrupted"), "interrupted", root.iteration, "interrupted"),
-                    ledger,
-                    started,
-                )
-                raise
-            usage = self._end_record(emitter, root, result, ledger, started)
-        finally:
-            if session is None:
-                await sandboxes.aclose()
-            if writer:
-                writer.close()
-        return RunResult(
-            answer=result.answer.value,
-            stopped_by=result.stopped_by,
-            iterations=result.iterations,
-            usage=usage,
-            trace_path=str(trace_path) if trace_path else None,
-            elapsed_s=time.monotonic() - started,
-            error=result.error,
-            run_id=run_id,
-            parsed=result.answer.parsed,
-            answer_source=result.answer.source,
-        )
+            result = await self._run_root(run.root, run.ledger)
+        except RLMError as exc:  # refused once under way (a context found empty when read)
+            run.end(NodeResult(Answer.none(str(exc)), "error", run.root.iteration, str(exc)))
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # Ctrl-C (asyncio.run cancels the run) or a caller's cancellation: the trace still ends
+            run.end(NodeResult(Answer.none("interrupted"), "interrupted", run.root.iteration, "interrupted"))
+            raise
+        run.end(result)
+        if run.session is not None:
+            run.session.ran(run.root)
+        return result
 
     def _sampling_record(self) -> dict[str, Any]:
         """The sampling settings each role's model sends (empty where none is set), for `run_start`."""
@@ -365,36 +348,17 @@ class RLM:
             record["by_depth"] = {str(d): sampling_of(lm).body() for d, lm in sorted(models.by_depth.items())}
         return record
 
-    def _end_record(
-        self, emitter: Emitter, root: Node, result: NodeResult, ledger: Ledger, started: float
-    ) -> dict[str, Any]:
-        usage = ledger.usage_dict()
-        emitter.emit(
-            RunEnd(
-                parent_id=root.id,
-                depth=0,
-                stopped_by=result.stopped_by,
-                iterations=result.iterations,
-                answer=excerpt(result.answer.text(), self.excerpt_chars) if result.answer.given else None,
-                answer_source=result.answer.source,
-                error=result.error,
-                usage=usage,
-                elapsed_s=round(time.monotonic() - started, 3),
-            )
-        )
-        return usage
-
-    def _pricer(self) -> tuple[Pricer, list[str]]:
+    def _pricer(self, spec: RunSpec) -> tuple[Pricer, list[str]]:
         """The run's pricer and the models it cannot price. Under `max_cost_usd` an unpriced model means
         the budget cannot be enforced: refused unless `allow_unpriced`."""
         from rlmx.pricing import default_pricing, is_priced
 
-        pricer = self.pricer if self.pricer is not None else default_pricing()
+        pricer = spec.pricer if spec.pricer is not None else default_pricing()
         models = (self._models.root, self._models.sub, *self._models.by_depth.values())
         names = dict.fromkeys(lm.name for lm in models)
         unpriced = [name for name in names if not is_priced(pricer, name)]
-        if unpriced and self.limits.max_cost_usd is not None and not self.allow_unpriced:
-            raise ConfigError(unpriced_warning(unpriced, self.limits, refused=True))
+        if unpriced and spec.limits.max_cost_usd is not None and not spec.allow_unpriced:
+            raise ConfigError(unpriced_warning(unpriced, spec.limits, refused=True))
         return pricer, unpriced
 
     async def _run_root(self, root: Node, ledger: Ledger) -> NodeResult:
@@ -408,3 +372,112 @@ class RLM:
         except asyncio.TimeoutError:
             ledger.timed_out = True
         return await root.answer_after_timeout()
+
+
+@dataclass
+class PreparedRun:
+    """One run as `RLM._prepare` built it: what `_execute` runs, what `close` ends, what `result` reads."""
+
+    spec: RunSpec
+    run_id: str
+    trace_path: Path | None
+    writer: TraceWriter | None
+    emitter: Emitter
+    ledger: Ledger
+    sandboxes: SandboxFactory
+    root: Node
+    started: float
+    session: SessionRun | None
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    def end(self, result: NodeResult) -> None:
+        """The `run_end` record, with the ledger's usage."""
+        self.usage = self.ledger.usage_dict()
+        self.emitter.emit(
+            RunEnd(
+                parent_id=self.root.id,
+                depth=0,
+                stopped_by=result.stopped_by,
+                iterations=result.iterations,
+                answer=excerpt(result.answer.text(), self.spec.excerpt_chars)
+                if result.answer.given
+                else None,
+                answer_source=result.answer.source,
+                error=result.error,
+                usage=self.usage,
+                elapsed_s=round(time.monotonic() - self.started, 3),
+            )
+        )
+
+    async def close(self) -> None:
+        try:
+            if self.session is None:
+                await self.sandboxes.aclose()
+        finally:
+            if self.writer:
+                self.writer.close()
+
+    def result(self, result: NodeResult) -> RunResult:
+        return RunResult(
+            answer=result.answer.value,
+            stopped_by=result.stopped_by,
+            iterations=result.iterations,
+            usage=self.usage,
+            trace_path=str(self.trace_path) if self.trace_path else None,
+            elapsed_s=time.monotonic() - self.started,
+            error=result.error,
+            run_id=self.run_id,
+            parsed=result.answer.parsed,
+            answer_source=result.answer.source,
+        )
+
+
+def trace_file(trace: Any, run_id: str, trace_to: str | Path | None) -> Path | None:
+    """The run's trace file: none when tracing is off, `trace_to` when given, a new file under the
+    state dir for `trace=True`, else the path `trace` names."""
+    if trace is None or trace is False:
+        return None
+    if trace_to is not None:
+        return Path(trace_to)
+    if trace is True:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        return trace_dir() / f"{stamp}-{run_id}.jsonl"
+    return Path(trace)
+
+
+def tool_refs(value: Any) -> tuple[str, ...] | None:
+    """`MODULE:ATTR` references (a string, or a tuple or list of them), or None for anything else."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (tuple, list)) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
+
+
+def sinks_of(on_event: Any) -> list[Sink]:
+    if not on_event:
+        return []
+    return list(on_event) if isinstance(on_event, list) else [on_event]
+
+
+def _spec_key(value: Any) -> Any:
+    """Strings, paths and flags compare by value; objects (LMs, settings, tools) by identity."""
+    return value if value is None or isinstance(value, (str, bool, Path)) else id(value)
+
+
+def _models_key(spec: RunSpec) -> tuple[Any, ...]:
+    """What the models are made from; assigning any of these after construction takes effect at
+    the next run."""
+    by_depth = tuple(sorted((int(d), _spec_key(m)) for d, m in spec.models_by_depth.items()))
+    return (
+        _spec_key(spec.model),
+        _spec_key(spec.sub_model),
+        by_depth,
+        id(spec.model_options),
+        id(spec.sub_model_options),
+        _spec_key(spec.cache),
+    )
+
+
+def _tools_key(spec: RunSpec) -> tuple[Any, ...]:
+    return (_spec_key(spec.tools), _spec_key(spec.sub_tools), spec.tool_timeout_s, spec.tool_max_bytes)

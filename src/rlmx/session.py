@@ -32,8 +32,8 @@ from rlmx.context.metadata import stats_of
 from rlmx.context.payload import ContextPayload
 from rlmx.engine.ledger import Ledger
 from rlmx.engine.repl_handle import ReplHandle
-from rlmx.engine.runtime import UnwaitedExecutor
 from rlmx.engine.session import SessionRun, session_note
+from rlmx.engine.threads import UnwaitedExecutor
 from rlmx.errors import InvalidSettings, RLMError
 from rlmx.limits import Limits
 
@@ -70,7 +70,7 @@ class AsyncSession:
         self._stats: list[dict[str, Any]] = []  # each context's shape, for the model's note
         self.histories = 0  # history_N in the REPL
         self.ledger = Ledger(limits or UNBOUNDED, scope="session ")
-        sandboxes = rlm._sandbox_factory()  # the session's zygote, shared by every question's REPLs
+        sandboxes = rlm.open_sandboxes()  # the session's zygote, shared by every question's REPLs
         self.state = SessionRun(self.id, self.ledger, sandboxes, ReplHandle(sandboxes(), keep=True))
         self.closed_why: str | None = None
         self._previous: list[dict[str, Any]] | None = None  # the last question's root messages
@@ -110,8 +110,7 @@ class AsyncSession:
                     run_id=run_id,
                     context_note=context_note,
                 )
-                root = self.state.root
-                self._previous = list(root.history.messages) if root is not None else []
+                self._previous = self.state.last_messages()
                 self._restarts_seen = self.state.repl.restarts  # restarts in its cells were told there
                 self.results.append(result)
                 return result
@@ -127,7 +126,7 @@ class AsyncSession:
 
     async def _add(self, value: Any) -> int:
         ctx = self._checked(value)
-        if not self.contexts and self.state.payload is None:  # the REPL has not started: it starts with it
+        if not self.contexts and not self.state.started:  # the REPL has not started: it starts with it
             return self._keep(ctx)
         loaded = await asyncio.to_thread(ctx.load)
         index = len(self.contexts)
@@ -164,7 +163,7 @@ class AsyncSession:
             question=len(self.results),
             contexts=self._stats if self.contexts else [],
             histories=self.histories,
-            dialect=self.rlm._profile.dialect,
+            dialect=self.rlm.prompt_profile.dialect,
             restarted=restarted,
         )
 

@@ -53,6 +53,11 @@ class OutputSpec:
                 ) from exc
             self.name = name or str(getattr(target, "__name__", "answer"))
 
+    @property
+    def from_schema(self) -> bool:
+        """Made from a JSON schema (data), not from a Python type."""
+        return self._adapter is None
+
     @classmethod
     def of(cls, output: Any) -> OutputSpec | None:
         """`None`, an OutputSpec, a JSON schema dict, or a type -> an OutputSpec (or None)."""

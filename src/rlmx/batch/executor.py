@@ -25,7 +25,8 @@ class Finished:
 
 
 class Contexts:
-    """Each distinct context of a batch, scanned once on the driver (refusals before anything runs)."""
+    """Each distinct context of a batch, scanned once on the driver (refusals before anything runs).
+    `options`: include, exclude, gitignore, allow_empty_context."""
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
@@ -50,7 +51,7 @@ class Contexts:
                 list(spec),
                 include=self.options.get("include") or (),
                 exclude=self.options.get("exclude") or (),
-                gitignore=not self.options.get("no_gitignore"),
+                gitignore=self.options.get("gitignore", True),
             )
         if not self.options.get("allow_empty_context"):
             ctx.check_usable()
@@ -78,7 +79,7 @@ class Worker(Protocol):
 def batch_worker(plan: Plan, client: FleetClient, node: str | None) -> Worker:
     """The worker of `rlmx batch`: an RLM run per item."""
     return ItemRunner(
-        plan.defaults,
+        plan.specs,
         client,
         plan.limits,
         rated_models=frozenset(plan.rates),
@@ -89,7 +90,9 @@ def batch_worker(plan: Plan, client: FleetClient, node: str | None) -> Worker:
 
 @dataclass
 class Plan:
-    defaults: dict[str, Any]  # `rlmx ask`'s options by name (rlmx.batch.item_run.ASK_DEFAULTS)
+    # each distinct item setting's spec, by rlmx.batch.item_run.rlm_key: RunSpec objects on the driver,
+    # their data (RunSpec.to_data, keys sealed in `env`) in what the ray executor ships
+    specs: dict[str, Any]
     limits: BatchLimits = field(default_factory=BatchLimits)
     rates: dict[str, RateSpec] = field(default_factory=dict)  # model -> its fleet-wide rate limit
     rate_window_s: float = 60.0

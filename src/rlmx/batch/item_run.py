@@ -1,8 +1,9 @@
-"""One item of a batch, run where an executor put it: its RLM built from the batch's options (with the
-item's own model, limits and schema), its calls checked against the batch's fleet, its result line made.
+"""One item of a batch, run where an executor put it: its RLM built from the item's spec (the batch's,
+with the item's own model, limits and schema), its calls checked against the batch's fleet, its result
+line made.
 
-`defaults` are `rlmx ask`'s options by name (plain data: what a Ray task can carry; never an API key,
-which each process reads from its own environment)."""
+The driver makes each distinct setting's `RunSpec` (rlmx.batch.runner); a Ray task gets it as data
+(`RunSpec.to_data`: no API key, which each process reads from its environment or the sealed one)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import re
 import socket
 import time
 import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,60 +21,39 @@ from rlmx.batch.client import FleetClient, FleetRateLimiter, ItemBudget
 from rlmx.batch.fleet import BatchLimits
 from rlmx.batch.items import BatchItem
 from rlmx.errors import RLMError
-
-# the options of `rlmx ask` a batch passes on to every item's RLM, with their defaults
-ASK_DEFAULTS: dict[str, Any] = {
-    "model": None,
-    "sub_model": None,
-    "base_url": None,
-    "depth_model": [],
-    "temperature": None,
-    "top_p": None,
-    "reasoning_effort": None,
-    "sub_temperature": None,
-    "sub_top_p": None,
-    "sub_reasoning_effort": None,
-    "max_depth": None,
-    "max_iterations": None,
-    "max_llm_calls": None,
-    "max_total_tokens": None,
-    "max_output_tokens": None,
-    "max_cost_usd": None,
-    "price": [],
-    "allow_unknown_price": False,
-    "timeout": None,
-    "max_errors": None,
-    "prompt": None,
-    "system_prompt_append": None,
-    "model_concurrency": None,  # requests in flight per model in each process (`rlmx ask --concurrency`)
-    "cache": False,
-    "config_file": None,
-    "no_trace": False,
-    "trace_full": False,
-    "sandbox": "process",
-    "tools": [],
-    "output_schema": None,
-    "prefilter": None,
-    "allow_empty_context": False,
-    "include": [],
-    "exclude": [],
-    "no_gitignore": False,
-    "trace": None,
-}
+from rlmx.spec.run import ModelRef, RunSpec
 
 
-def item_options(defaults: dict[str, Any], item: BatchItem) -> dict[str, Any]:
-    """The options of one item's RLM: the batch's, with the item's own model, limits and schema."""
-    o = {**ASK_DEFAULTS, **defaults, "context": []}
-    o["concurrency"] = o.pop("model_concurrency")
-    if item.model is not None:
-        o["model"] = item.model
-    if item.sub_model is not None:
-        o["sub_model"] = item.sub_model
-    if item.output_schema is not None:
-        o["output_schema"] = item.output_schema
-    o["item_limits"] = dict(item.limits)
-    return o
+def with_limiters(spec: RunSpec, limiter: Callable[[str], Any]) -> RunSpec:
+    """`spec` with each model string or `ModelRef` whose model has a fleet-wide rate limit
+    (`limiter(name)` not None) reaching it through that limiter. LM objects are left as they are."""
+    made: dict[Any, Any] = {}
+    sub_options = spec.model_options if spec.sub_model_options is None else spec.sub_model_options
+
+    def ref(model: Any, options: Any) -> Any:
+        key: tuple[Any, ...]
+        if isinstance(model, str):
+            key, name = (model, id(options)), model
+        elif isinstance(model, ModelRef):
+            key, name, options = (id(model),), model.name, model.options
+        else:
+            return model
+        shared = limiter(name)
+        if shared is None:
+            return model
+        if key not in made:
+            made[key] = ModelRef(name, replace(options, shared_limiter=shared))
+        return made[key]
+
+    sub = spec.model if spec.sub_model is None and spec.sub_model_options is not None else spec.sub_model
+    return spec.replace(
+        model=ref(spec.model, spec.model_options),
+        sub_model=ref(sub, sub_options) if sub is not None else None,
+        models_by_depth={
+            d: ref(m, spec.model_options if int(d) == 0 else sub_options)
+            for d, m in spec.models_by_depth.items()
+        },
+    )
 
 
 def rlm_key(item: BatchItem) -> str:
@@ -88,7 +70,7 @@ class ItemRunner:
 
     def __init__(
         self,
-        defaults: dict[str, Any],
+        specs: Mapping[str, RunSpec | dict[str, Any]],
         client: FleetClient,
         limits: BatchLimits,
         *,
@@ -96,7 +78,7 @@ class ItemRunner:
         trace_dir: str | None = None,
         node: str | None = None,
     ) -> None:
-        self.defaults = defaults
+        self.specs = specs  # by rlm_key: RunSpec objects, or their data (on a Ray node)
         self.client = client
         self.limits = limits
         self.rated_models = rated_models
@@ -112,21 +94,22 @@ class ItemRunner:
             self._limiters[model] = FleetRateLimiter(self.client, model)
         return self._limiters[model]
 
-    def built(self, item: BatchItem, *, say: Any = None) -> Any:
-        """The item's RLM (rlmx.recipe.BuiltRLM), built on first use; refusals raise here."""
-        from rlmx.recipe import build_rlm
+    def built(self, item: BatchItem) -> Any:
+        """The item's RLM, built on first use in this process; refusals raise here."""
+        from rlmx.rlm import RLM
 
         key = rlm_key(item)
         if key not in self._built:
-            self._built[key] = build_rlm(
-                item_options(self.defaults, item), limiters=self.limiter, say=say or (lambda _line: None)
-            )
+            spec = self.specs[key]
+            if not isinstance(spec, RunSpec):
+                spec = RunSpec.from_data(spec)
+            self._built[key] = RLM.from_spec(with_limiters(spec, self.limiter))
         return self._built[key]
 
     async def aclose(self) -> None:
         """Close the model connections of the RLMs built in the running event loop."""
-        for built in self._built.values():
-            await built.rlm.aclose()
+        for rlm in self._built.values():
+            await rlm.aclose()
 
     async def run(self, item: BatchItem, context: Any, attempt: int) -> dict[str, Any]:
         """The item's result line (its failure included: never raised)."""
@@ -137,9 +120,8 @@ class ItemRunner:
             trace_to = Path(self.trace_dir) / f"{safe_name(item.key)}.{attempt}.{run_id}.jsonl"
         budget = ItemBudget(self.client, self.limits, item.key, attempt)
         try:
-            built = self.built(item)
-            result = await built.rlm.arun(
-                item.question, context, output=built.output, shared=budget, trace_to=trace_to, run_id=run_id
+            result = await self.built(item).arun(
+                item.question, context, shared=budget, trace_to=trace_to, run_id=run_id
             )
         except RLMError as exc:  # refused before or while running (a context found empty, a bad setting)
             return self.record(item, attempt, started, error=str(exc), trace=trace_to)

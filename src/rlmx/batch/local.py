@@ -11,7 +11,7 @@ from rlmx.batch.executor import Finished, Plan
 from rlmx.batch.fleet import Fleet
 from rlmx.batch.item_run import host_name
 from rlmx.batch.items import BatchItem
-from rlmx.engine.runtime import UnwaitedExecutor
+from rlmx.engine.threads import UnwaitedExecutor
 
 
 class LocalExecutor:

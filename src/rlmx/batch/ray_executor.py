@@ -126,7 +126,7 @@ def run_attempt(
     batch_id: str, plan: Plan, actor: Any, item: Any, shipped: Shipped, attempt: int
 ) -> dict[str, Any]:
     """The Ray task: one attempt of one item on this node."""
-    from rlmx.engine.runtime import UnwaitedExecutor
+    from rlmx.engine.threads import UnwaitedExecutor
     from rlmx.paths import state_dir
 
     runner = _RUNNERS.get(batch_id)
@@ -166,7 +166,11 @@ class RayExecutor:
 
     def start(self, plan: Plan) -> None:
         self.plan = plan
-        sealed, self.pad = seal(plan.env) if plan.env else ("", b"")
+        # each setting's spec as data: no API key in it (a key set in its options travels sealed)
+        secrets: dict[str, str] = {}
+        specs = {key: spec.to_data(secrets) for key, spec in plan.specs.items()}
+        env = {**plan.env, **secrets}
+        sealed, self.pad = seal(env) if env else ("", b"")
         in_plan = ""  # the sealed keys travel in the plan only when the job's runtime_env is not ours
         if ray.is_initialized():
             in_plan = sealed
@@ -194,7 +198,9 @@ class RayExecutor:
             .remote(plan.limits, plan.rates, plan.rate_window_s, self.pad)
         )
         # what every task needs of the plan: not the driver's loaded contexts, nor the keys
-        self.plan_ref = ray.put(dataclasses.replace(plan, contexts=Contexts({}), env={}, sealed_env=in_plan))
+        self.plan_ref = ray.put(
+            dataclasses.replace(plan, specs=specs, contexts=Contexts({}), env={}, sealed_env=in_plan)
+        )
         self.task = ray.remote(run_attempt).options(  # SPREAD: items go to every node, not the driver's first
             num_cpus=plan.cpus_per_item, max_retries=0, retry_exceptions=False, scheduling_strategy="SPREAD"
         )

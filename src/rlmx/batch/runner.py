@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from rlmx.batch.executor import Contexts, Executor, Plan
-from rlmx.batch.fleet import BatchLimits, RateSpec
-from rlmx.batch.item_run import ASK_DEFAULTS, ItemRunner, failed_record, rlm_key
-from rlmx.batch.items import BatchInputError, BatchItem
+from rlmx.batch.fleet import BatchLimits
+from rlmx.batch.item_run import failed_record
+from rlmx.batch.items import BatchItem
 from rlmx.batch.results import ResultsFile, is_failed, is_unstarted
-from rlmx.errors import ConfigError, RLMError
+from rlmx.errors import ConfigError
 from rlmx.outcomes import BATCH_LIMIT_REASONS, EXIT_LIMIT, EXIT_OK, EXIT_RUN_ERROR
 
 Say = Callable[[str], None]
@@ -186,7 +186,9 @@ class Batch:
 
 def run(
     items: list[BatchItem] | list[dict[str, Any]],
+    rlm: Any = None,
     *,
+    options: Any = None,
     out: str | os.PathLike[str] | None = None,
     executor: str | Executor = "local",
     address: str | None = None,
@@ -199,51 +201,51 @@ def run(
     retry_failed: bool = False,
     max_attempts: int = 3,
     cpus_per_item: float = 1.0,
+    include: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
+    gitignore: bool = True,
     on_progress: Callable[[Summary], None] | None = None,
     say: Say | None = None,
-    **options: Any,
 ) -> Batch:
-    """Run `items` (BatchItem objects, or dicts shaped as the JSONL lines) with `rlmx ask`'s options as
-    every item's defaults (`model=`, `max_iterations=`, `sandbox=`, ...; see ASK_DEFAULTS). Returns a
-    `Batch`: iterate it for the results as they finish (nothing runs before); with `out`, each is also
-    appended (fsync'd) to that JSONL file, and ids already there are skipped (resume).
+    """Run `items` (BatchItem objects, or dicts shaped as the JSONL lines), each as a run of `rlm` (an
+    `RLM` or a `RunSpec`) with the item's own `model`, `sub_model`, `limits` and `output_schema` over
+    it; or, instead of `rlm`, `options` (`rlmx.spec.options.RunOptions`, what the command line states:
+    each item's settings go through the configuration files there). `include` / `exclude` /
+    `gitignore`: how files of an item's folder context are picked (with `options`: its own).
 
+    Returns a `Batch`: iterate it for the results as they finish (nothing runs before); with `out`,
+    each is also appended (fsync'd) to that JSONL file, and ids already there are skipped (resume).
     Everything is checked before the first item runs: the items, their contexts, their models and
     settings (ConfigError, BatchInputError naming the input lines)."""
     from rlmx.batch.items import check_items
-    from rlmx.config import load_config
-    from rlmx.recipe import to_stderr
+    from rlmx.batch.settings import ItemSettings, model_env, rates_for, validate
+    from rlmx.spec.options import to_stderr
 
     say = say or to_stderr
-    unknown = sorted(set(options) - set(ASK_DEFAULTS))
-    if unknown:
-        raise ConfigError(
-            f"rlmx.batch.run: unknown option {', '.join(unknown)}; known: {', '.join(ASK_DEFAULTS)}"
-        )
+    if (rlm is None) == (options is None):
+        raise ConfigError("rlmx.batch.run: give the items' RLM (an RLM or a RunSpec), or `options`, not both")
     if concurrency < 1:
-        raise ConfigError("--concurrency must be at least 1 (items run at the same time)")
+        raise ConfigError("`concurrency` must be at least 1 (items run at the same time)")
     if max_attempts < 1:
-        raise ConfigError("--max-attempts must be at least 1")
+        raise ConfigError("`max_attempts` must be at least 1")
     if rate_window_s <= 0:
-        raise ConfigError("--rate-window must be > 0 seconds")
+        raise ConfigError("`rate_window_s` must be > 0 seconds")
     given = [i for i in items if isinstance(i, BatchItem)]
     if given and len(given) != len(items):
         raise ConfigError("rlmx.batch.run: give the items as BatchItem objects or as dicts, not both")
     checked = given or check_items([i for i in items if not isinstance(i, BatchItem)])
-    limits = limits or BatchLimits()
-    defaults = driver_side(options)
+    settings = ItemSettings.of(rlm, options, include=include, exclude=exclude, gitignore=gitignore)
     plan = Plan(
-        defaults=defaults,
-        limits=limits,
+        specs={},
+        limits=limits or BatchLimits(),
         rate_window_s=rate_window_s,
         trace_dir=str(Path(trace_dir).resolve()) if trace_dir else None,
-        contexts=Contexts({**ASK_DEFAULTS, **defaults}),
+        contexts=Contexts(settings.context_options()),
         cpus_per_item=cpus_per_item,
     )
-    models = validate(checked, plan, say)
-    cfg = load_config(defaults.get("config_file"))
-    plan.rates = rates_for(models, cfg, rpm, tpm)
-    plan.env = model_env(models, cfg)
+    models = validate(checked, plan, settings, say)
+    plan.rates = rates_for(models, settings.config, rpm, tpm)
+    plan.env = model_env(models, settings.config)
     if trace_dir:
         Path(trace_dir).mkdir(parents=True, exist_ok=True)
     if isinstance(executor, str):
@@ -260,32 +262,10 @@ def run(
     )
 
 
-def driver_side(options: dict[str, Any]) -> dict[str, Any]:
-    """The options as every worker must see them, whatever its working directory: files named by
-    absolute paths, `--system-prompt-append @FILE` read here."""
-    from rlmx.recipe import read_append
-
-    defaults = dict(options)
-    for key in ("config_file", "output_schema"):
-        if isinstance(defaults.get(key), (str, os.PathLike)):
-            defaults[key] = str(Path(defaults[key]).resolve())
-    prompt = defaults.get("prompt")
-    if (
-        isinstance(prompt, (str, os.PathLike))
-        and str(prompt) not in ("rlmx", "official")
-        and Path(prompt).is_file()
-    ):
-        defaults["prompt"] = str(Path(prompt).resolve())  # a template file
-    append = defaults.get("system_prompt_append")
-    if isinstance(append, str) and append.startswith("@"):
-        defaults["system_prompt_append"] = read_append(append)
-    return defaults
-
-
 def make_executor(name: str, address: str | None = None) -> Executor:
     if name == "local":
         if address:
-            raise ConfigError("--address is for --executor ray; the local executor runs in this process")
+            raise ConfigError("`address` is for the ray executor; the local executor runs in this process")
         from rlmx.batch.local import LocalExecutor
 
         return LocalExecutor()
@@ -294,91 +274,6 @@ def make_executor(name: str, address: str | None = None) -> Executor:
 
         return RayExecutor(address)
     raise ConfigError(f"unknown executor {name!r}; choose local or ray")
-
-
-def validate(items: list[BatchItem], plan: Plan, say: Say) -> set[str]:
-    """Build each distinct item setting's RLM once here, so a bad model, key, limit or schema is refused
-    before anything runs (notes said once); check every context. Returns the models the batch uses."""
-    from rlmx.batch.client import LocalFleetClient
-    from rlmx.batch.fleet import Fleet
-
-    probe = ItemRunner(plan.defaults, LocalFleetClient(Fleet()), plan.limits)
-    problems: list[str] = []
-    models: set[str] = set()
-    said: set[str] = set()
-
-    def once(line: str) -> None:
-        if line not in said:
-            said.add(line)
-            say(line)
-
-    seen: dict[str, str | None] = {}
-    for item in items:
-        key = rlm_key(item)
-        if key not in seen:
-            try:
-                built = probe.built(item, say=once)
-                seen[key] = None
-            except RLMError as exc:
-                seen[key] = str(exc)
-            else:
-                models.update(built.rlm.model_names)
-                check_prices(built.rlm, plan.limits)  # about an option, not the line: raised as is
-        if seen[key] is not None:
-            problems.append(f"line {item.line}: {seen[key]}")
-    problems += plan.contexts.check(items)
-    if problems:
-        raise BatchInputError("batch input", problems)
-    return models
-
-
-def check_prices(rlm: Any, limits: BatchLimits) -> None:
-    """Under --batch-max-cost-usd every model must have a price (else the budget cannot hold)."""
-    if limits.max_cost_usd is None or rlm.allow_unpriced:
-        return
-    from rlmx.pricing import default_pricing, is_priced
-
-    pricer = rlm.pricer or default_pricing()
-    unpriced = [name for name in rlm.model_names if not is_priced(pricer, name)]
-    if unpriced:
-        raise ConfigError(
-            f"--batch-max-cost-usd cannot be enforced: no price known for {', '.join(unpriced)}; give one "
-            "with --price MODEL=IN,OUT (USD per million tokens) or pass --allow-unknown-price"
-        )
-
-
-def rates_for(models: set[str], cfg: Any, rpm: int | None, tpm: int | None) -> dict[str, RateSpec]:
-    """Each model's fleet-wide rate limit: --rpm/--tpm, else its provider's in the config (`cfg`)."""
-    if (rpm is not None and rpm < 1) or (tpm is not None and tpm < 1):
-        raise ConfigError("--rpm and --tpm must be at least 1")
-    rates = {}
-    for model in sorted(models):
-        section = cfg.providers.get(model.split(":", 1)[0], {})
-        spec = RateSpec(
-            rpm if rpm is not None else section.get("requests_per_minute"),
-            tpm if tpm is not None else section.get("tokens_per_minute"),
-        )
-        if spec.rpm is not None or spec.tpm is not None:
-            rates[model] = spec
-    return rates
-
-
-def model_env(models: set[str], cfg: Any = None) -> dict[str, str]:
-    """The environment variables workers need to reach `models` (their keys and endpoints, and the
-    config's `api_key_env` names), taken from this process's environment: what the ray executor sends
-    sealed, never in task arguments."""
-    from rlmx.lm.registry import PROVIDERS
-
-    names: set[str] = set()
-    for model in models:
-        provider = model.split(":", 1)[0]
-        record = PROVIDERS.get(provider)
-        if record is not None:
-            names.update(n for n in (record.key_env, record.base_env, *record.more_key_envs) if n)
-        key_env = cfg.providers.get(provider, {}).get("api_key_env") if cfg is not None else None
-        if key_env:
-            names.add(key_env)
-    return {name: os.environ[name] for name in sorted(names) if os.environ.get(name)}
 
 
 __all__ = ["BATCH_LIMIT_REASONS", "Batch", "BatchLimits", "Summary", "run"]

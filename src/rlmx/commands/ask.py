@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from rlmx.commands import options as opt
+from rlmx.commands.run_options import with_run_options
 from rlmx.outcomes import EXIT_INTERRUPTED, exit_code
 from rlmx.trace.events import RunStart
 
@@ -22,48 +22,10 @@ def register(app: typer.Typer) -> None:
     app.command()(ask)
 
 
+@with_run_options(exclude=("model_concurrency",))
 def ask(
     question: Annotated[str, typer.Argument(help="The question to answer.", metavar="QUESTION")],
-    context: opt.Context = [],  # noqa: B006
-    include: opt.Include = [],  # noqa: B006
-    exclude: opt.Exclude = [],  # noqa: B006
-    allow_empty_context: opt.AllowEmptyContext = False,
-    no_gitignore: opt.NoGitignore = False,
-    prefilter: opt.Prefilter = None,
-    model: opt.Model = None,
-    sub_model: opt.SubModel = None,
-    base_url: opt.BaseUrl = None,
-    depth_model: opt.DepthModel = [],  # noqa: B006
-    temperature: opt.Temperature = None,
-    top_p: opt.TopP = None,
-    reasoning_effort: opt.ReasoningEffort = None,
-    sub_temperature: opt.SubTemperature = None,
-    sub_top_p: opt.SubTopP = None,
-    sub_reasoning_effort: opt.SubReasoningEffort = None,
-    max_depth: opt.MaxDepth = None,
-    max_iterations: opt.MaxIterations = None,
-    max_llm_calls: opt.MaxLlmCalls = None,
-    max_total_tokens: opt.MaxTotalTokens = None,
-    max_output_tokens: opt.MaxOutputTokens = None,
-    max_cost_usd: opt.MaxCostUsd = None,
-    price: opt.Price = [],  # noqa: B006
-    allow_unknown_price: opt.AllowUnknownPrice = False,
-    timeout: opt.Timeout = None,
-    max_errors: opt.MaxErrors = None,
-    prompt: opt.Prompt = None,
-    system_prompt_append: opt.SystemPromptAppend = None,
-    concurrency: opt.Concurrency = None,
-    cache: opt.Cache = False,
-    config_file: opt.ConfigFile = None,
-    trace: opt.Trace = None,
-    no_trace: opt.NoTrace = False,
-    trace_full: opt.TraceFull = False,
-    sandbox: opt.Sandbox = "process",
-    tools: opt.Tools = [],  # noqa: B006
-    as_json: opt.Json = False,
-    output_schema: opt.OutputSchema = None,
-    quiet: opt.Quiet = False,
-    debug: opt.Debug = False,  # read by rlmx.cli.main() before parsing, so it covers parsing errors too
+    **run: Any,
 ) -> None:
     """Answer QUESTION about the given context with a Recursive Language Model.
 
@@ -72,18 +34,18 @@ def ask(
     from rlmx.commands.run_setup import prepare_run
     from rlmx.engine.progress import progress_sink
 
-    prepared = prepare_run(locals())
-    rlm, ctx, output = prepared.rlm, prepared.context, prepared.output
+    prepared = prepare_run(run)
+    rlm, ctx = prepared.rlm, prepared.context
     started = RunStarted()
     try:
-        with progress_sink(sys.stderr, quiet=quiet) as sink:
+        with progress_sink(sys.stderr, quiet=run["quiet"]) as sink:
             rlm.on_event = [sink, started]
-            result = rlm.run(question, ctx, output=output)
+            result = rlm.run(question, ctx)
     except KeyboardInterrupt:
         where = f"; trace: {started.trace_path}" if started.trace_path else ""
         sys.stderr.write(f"rlmx: interrupted{where}\n")
         exit_now(EXIT_INTERRUPTED)
-    exit_now(report(result, as_json=as_json, quiet=quiet))
+    exit_now(report(result, as_json=run["as_json"], quiet=run["quiet"]))
 
 
 class RunStarted:

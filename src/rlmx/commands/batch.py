@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rlmx.commands import options as opt
+from rlmx.commands.run_options import with_run_options
 from rlmx.outcomes import EXIT_INTERRUPTED
 
 HELP = (
@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
     app.command(name="batch", help=HELP)(batch)
 
 
+@with_run_options(exclude=("context", "concurrency", "trace", "as_json"))
 def batch(
     input_file: Annotated[
         Path, typer.Argument(help="Items, one JSON object a line.", metavar="INPUT.jsonl", show_default=False)
@@ -78,52 +79,15 @@ def batch(
     cpus_per_item: Annotated[
         float, typer.Option(help="Ray CPUs an item takes (0.25: four items a CPU; they mostly wait).")
     ] = 1.0,
-    include: opt.Include = [],  # noqa: B006
-    exclude: opt.Exclude = [],  # noqa: B006
-    allow_empty_context: opt.AllowEmptyContext = False,
-    no_gitignore: opt.NoGitignore = False,
-    prefilter: opt.Prefilter = None,
-    model: opt.Model = None,
-    sub_model: opt.SubModel = None,
-    base_url: opt.BaseUrl = None,
-    depth_model: opt.DepthModel = [],  # noqa: B006
-    temperature: opt.Temperature = None,
-    top_p: opt.TopP = None,
-    reasoning_effort: opt.ReasoningEffort = None,
-    sub_temperature: opt.SubTemperature = None,
-    sub_top_p: opt.SubTopP = None,
-    sub_reasoning_effort: opt.SubReasoningEffort = None,
-    max_depth: opt.MaxDepth = None,
-    max_iterations: opt.MaxIterations = None,
-    max_llm_calls: opt.MaxLlmCalls = None,
-    max_total_tokens: opt.MaxTotalTokens = None,
-    max_output_tokens: opt.MaxOutputTokens = None,
-    max_cost_usd: opt.MaxCostUsd = None,
-    price: opt.Price = [],  # noqa: B006
-    allow_unknown_price: opt.AllowUnknownPrice = False,
-    timeout: opt.Timeout = None,
-    max_errors: opt.MaxErrors = None,
-    prompt: opt.Prompt = None,
-    system_prompt_append: opt.SystemPromptAppend = None,
-    model_concurrency: Annotated[
-        int | None, typer.Option(help="Concurrent requests per model in each process (default: 64).", min=1)
-    ] = None,
-    cache: opt.Cache = False,
-    config_file: opt.ConfigFile = None,
-    no_trace: opt.NoTrace = False,
-    trace_full: opt.TraceFull = False,
-    sandbox: opt.Sandbox = "process",
-    tools: opt.Tools = [],  # noqa: B006
-    output_schema: opt.OutputSchema = None,
-    quiet: opt.Quiet = False,
-    debug: opt.Debug = False,  # read by rlmx.cli.main() before parsing
+    **run: Any,
 ) -> None:
     import rlmx.batch
     from rlmx.batch.items import read_items
     from rlmx.batch.progress import progress_for
+    from rlmx.commands.run_options import run_options
 
-    given: dict[str, Any] = dict(locals())
-    defaults = {key: given[key] for key in ASK_OPTIONS}
+    options = run_options(run)  # every item's defaults; an item's model, limits and schema over them
+    quiet = run["quiet"]
     items = read_items(input_file)
     limits = rlmx.batch.BatchLimits(batch_max_llm_calls, batch_max_total_tokens, batch_max_cost_usd)
     display: Any = None
@@ -132,8 +96,9 @@ def batch(
         if display is not None:
             display.tick(summary)
 
-    run = rlmx.batch.run(
+    batch_run = rlmx.batch.run(
         items,
+        options=options,
         out=out,
         executor=executor,
         address=address,
@@ -147,16 +112,17 @@ def batch(
         max_attempts=max_attempts,
         cpus_per_item=cpus_per_item,
         on_progress=on_progress,
-        **defaults,
     )
-    todo = len(run.todo)
-    if not quiet and run.summary.skipped:
-        sys.stderr.write(f"[rlmx] resuming: {run.summary.skipped} of {len(items)} items already in {out}\n")
+    todo = len(batch_run.todo)
+    if not quiet and batch_run.summary.skipped:
+        sys.stderr.write(
+            f"[rlmx] resuming: {batch_run.summary.skipped} of {len(items)} items already in {out}\n"
+        )
     display = progress_for(sys.stderr, todo, quiet=quiet)
     try:
-        for record in run:
+        for record in batch_run:
             if display is not None:
-                display.item(record, run.summary)
+                display.item(record, batch_run.summary)
     except KeyboardInterrupt:
         if display is not None:
             display.close()
@@ -167,47 +133,6 @@ def batch(
     if display is not None:
         display.close()
     if not quiet:
-        for line in run.summary.lines():
+        for line in batch_run.summary.lines():
             sys.stderr.write(line + "\n")
-    raise typer.Exit(run.summary.exit_code)
-
-
-# the options of `rlmx ask` that `rlmx batch` passes to every item (`--concurrency` is the batch's own:
-# items at once; the per-model request limit is `--model-concurrency`)
-ASK_OPTIONS = (
-    "include",
-    "exclude",
-    "allow_empty_context",
-    "no_gitignore",
-    "prefilter",
-    "model",
-    "sub_model",
-    "base_url",
-    "depth_model",
-    "temperature",
-    "top_p",
-    "reasoning_effort",
-    "sub_temperature",
-    "sub_top_p",
-    "sub_reasoning_effort",
-    "max_depth",
-    "max_iterations",
-    "max_llm_calls",
-    "max_total_tokens",
-    "max_output_tokens",
-    "max_cost_usd",
-    "price",
-    "allow_unknown_price",
-    "timeout",
-    "max_errors",
-    "prompt",
-    "system_prompt_append",
-    "model_concurrency",
-    "cache",
-    "config_file",
-    "no_trace",
-    "trace_full",
-    "sandbox",
-    "tools",
-    "output_schema",
-)
+    raise typer.Exit(batch_run.summary.exit_code)

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from rlmx.commands import options as opt
 from rlmx.commands.ask import exit_now, report
+from rlmx.commands.run_options import with_run_options
 from rlmx.errors import ConfigError, RLMError
 
 if TYPE_CHECKING:
@@ -25,63 +25,23 @@ def register(app: typer.Typer) -> None:
     app.command()(chat)
 
 
-def chat(
-    context: opt.Context = [],  # noqa: B006
-    include: opt.Include = [],  # noqa: B006
-    exclude: opt.Exclude = [],  # noqa: B006
-    allow_empty_context: opt.AllowEmptyContext = False,
-    no_gitignore: opt.NoGitignore = False,
-    prefilter: opt.Prefilter = None,
-    model: opt.Model = None,
-    sub_model: opt.SubModel = None,
-    base_url: opt.BaseUrl = None,
-    depth_model: opt.DepthModel = [],  # noqa: B006
-    temperature: opt.Temperature = None,
-    top_p: opt.TopP = None,
-    reasoning_effort: opt.ReasoningEffort = None,
-    sub_temperature: opt.SubTemperature = None,
-    sub_top_p: opt.SubTopP = None,
-    sub_reasoning_effort: opt.SubReasoningEffort = None,
-    max_depth: opt.MaxDepth = None,
-    max_iterations: opt.MaxIterations = None,
-    max_llm_calls: opt.MaxLlmCalls = None,
-    max_total_tokens: opt.MaxTotalTokens = None,
-    max_output_tokens: opt.MaxOutputTokens = None,
-    max_cost_usd: opt.MaxCostUsd = None,
-    price: opt.Price = [],  # noqa: B006
-    allow_unknown_price: opt.AllowUnknownPrice = False,
-    timeout: opt.Timeout = None,
-    max_errors: opt.MaxErrors = None,
-    prompt: opt.Prompt = None,
-    system_prompt_append: opt.SystemPromptAppend = None,
-    concurrency: opt.Concurrency = None,
-    cache: opt.Cache = False,
-    config_file: opt.ConfigFile = None,
-    trace: opt.Trace = None,
-    no_trace: opt.NoTrace = False,
-    trace_full: opt.TraceFull = False,
-    sandbox: opt.Sandbox = "process",
-    tools: opt.Tools = [],  # noqa: B006
-    as_json: opt.Json = False,
-    output_schema: opt.OutputSchema = None,
-    quiet: opt.Quiet = False,
-    debug: opt.Debug = False,  # read by rlmx.cli.main() before parsing
-) -> None:
+@with_run_options(exclude=("model_concurrency",))
+def chat(**run: Any) -> None:
     """Ask questions one after another over the given context, in one session whose REPL keeps the
     variables the model made. Limits apply to each question. Commands: /context PATH, /usage, /exit."""
     from rlmx.commands.run_setup import prepare_run
 
-    prepared = prepare_run(locals())
-    rlm, ctx, load, output = prepared.rlm, prepared.context, prepared.load, prepared.output
+    prepared = prepare_run(run)
+    rlm, ctx, load = prepared.rlm, prepared.context, prepared.load
     with rlm.session(ctx) as session:
         try:
-            converse(session, rlm, load, output=output, as_json=as_json, quiet=quiet)
+            converse(session, rlm, load, as_json=run["as_json"], quiet=run["quiet"])
         finally:
             sys.stderr.write(f"rlmx: session: {usage_line(session.usage)}\n")
     exit_now(0)
 
 
-def converse(session: Session, rlm: Any, load: Any, *, output: Any, as_json: bool, quiet: bool) -> None:
+def converse(session: Session, rlm: Any, load: Any, *, as_json: bool, quiet: bool) -> None:
     """The prompt loop: one line, one question (or a command), until /exit or the end of input."""
     from rlmx.engine.progress import progress_sink
 
@@ -106,7 +66,7 @@ def converse(session: Session, rlm: Any, load: Any, *, output: Any, as_json: boo
         try:
             with progress_sink(sys.stderr, quiet=quiet) as sink:
                 rlm.on_event = [sink]
-                result = session.ask(line, output=output)
+                result = session.ask(line)
         except KeyboardInterrupt:
             sys.stderr.write("rlmx: interrupted; ask again or /exit\n")
             continue

@@ -91,6 +91,9 @@ SubModel = Annotated[
 BaseUrl = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible endpoint.")]
 DepthModel = Annotated[list[str], typer.Option(help="Model for one depth, DEPTH=PROVIDER:MODEL; repeatable.")]
 Concurrency = Annotated[int | None, typer.Option(help="Concurrent requests per model (default: 64).", min=1)]
+ModelConcurrency = Annotated[
+    int | None, typer.Option(help="Concurrent requests per model in each process (default: 64).", min=1)
+]
 
 # --- sampling (sent to the provider; default: not sent, so the provider's own) ---------------------------
 

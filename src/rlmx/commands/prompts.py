@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from rlmx.recipe import read_append
+from rlmx.spec.options import read_append
 
 PROFILES = {
     "rlmx": "the default: FINAL / FINAL_VAR and the answer dict, one message per turn with the calls left",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,26 @@ class SessionRun:
     note: str = ""  # this question's lines about the session, after the context's description
     root: Node | None = None  # the question's root RLM, set by the run (its messages become history_N)
     question: int = 0  # this question's number, from 1
+
+    @property
+    def started(self) -> bool:
+        """Whether the session's REPL has its start value (the first question's payload)."""
+        return self.payload is not None
+
+    def payload_for(self, make: Callable[[], ContextPayload]) -> ContextPayload:
+        """The REPL's start value: made by the first question's run, the same object afterwards (the
+        session's workers inherit the zygote's copy)."""
+        if self.payload is None:
+            self.payload = make()
+        return self.payload
+
+    def ran(self, root: Node) -> None:
+        """A question's run ended: its root's messages become the next question's `history_N`."""
+        self.root = root
+
+    def last_messages(self) -> list[dict[str, Any]]:
+        """The last question's root messages (empty when its run ended before it began)."""
+        return list(self.root.history.messages) if self.root is not None else []
 
     def trace_file(self, path: Path | None, *, given: bool) -> Path | None:
         """The question's trace file. A path given to the RLM would be one file for every question: each

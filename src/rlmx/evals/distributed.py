@@ -78,13 +78,13 @@ def run_on_ray(
 ) -> list[dict[str, Any]]:
     """Run `jobs` on the Ray cluster at `config.address` (None: a local Ray), each node making its own
     `runner_class(config)` (rlmx.evals.runner.Runner); returns the records written."""
-    from rlmx.batch.runner import model_env
+    from rlmx.batch.settings import model_env
 
     node_config = dataclasses.replace(
         config, cache=False, out=config.out.resolve(), executor="local", address=None
     )
     models = {m for m in (config.model, config.sub_model) if m}
-    plan = Plan(defaults={}, worker=eval_worker, payload=(runner_class, node_config), env=model_env(models))
+    plan = Plan(specs={}, worker=eval_worker, payload=(runner_class, node_config), env=model_env(models))
     batch = Batch(
         jobs,  # type: ignore[arg-type]  # the executor needs only .key, .context and .context_key()
         make_executor("ray", config.address),

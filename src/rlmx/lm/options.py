@@ -4,6 +4,7 @@ other."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "SAMPLING_KEYS",
     "SETTING_FLAGS",
     "ModelOptions",
+    "ModelRef",
     "Sampling",
     "check_accepted",
     "drop_hint",
@@ -45,7 +47,7 @@ class ModelOptions:
     """
 
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     concurrency: int = 64  # requests in flight per model; 1,000 sub-calls at 100 ms take ~1.7 s
     timeout_s: float = 600.0
     extra: dict[str, str] = field(default_factory=dict)
@@ -58,8 +60,13 @@ class ModelOptions:
     # a limiter shared with other model objects, e.g. a batch's fleet-wide one (rlmx.batch); when set,
     # it replaces the per-model limiter that `requests_per_minute` / `tokens_per_minute` would make
     shared_limiter: RateLimiter | None = None
+    # the environment variable holding the key, read here when `api_key` is not given: a spec's data
+    # names the variable, never the key (rlmx.spec)
+    api_key_env: str | None = None
 
     def __post_init__(self) -> None:
+        if self.api_key is None and self.api_key_env:
+            object.__setattr__(self, "api_key", os.environ.get(self.api_key_env) or None)
         sampling = Sampling(self.temperature, self.top_p, self.reasoning_effort)  # refuses bad values
         object.__setattr__(self, "reasoning_effort", sampling.reasoning_effort)  # normalised
 
@@ -88,3 +95,12 @@ class ModelOptions:
         if self.requests_per_minute is None and self.tokens_per_minute is None:
             return None
         return RateLimiter(self.requests_per_minute, self.tokens_per_minute)
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A model string and how to reach it (`ModelOptions`): what the translation layer (rlmx.spec) makes of a
+    `provider:model` name, its provider's configuration and a role's sampling settings."""
+
+    name: str
+    options: ModelOptions = field(default_factory=ModelOptions)

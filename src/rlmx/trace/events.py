@@ -89,6 +89,8 @@ class RunStart(Event):
     unpriced_models: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     session_id: str | None = None  # the session this run is a question of (rlmx.session); None: none
+    # the run's spec as RunSpec.record() describes it: its data, attachments by name, never a secret
+    spec: dict[str, Any] = field(default_factory=dict)
 
     @property
     def question_text(self) -> str:
