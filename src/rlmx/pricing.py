@@ -258,4 +258,4 @@ def unpriced_warning(models: list[str], limits: Limits, *, refused: bool = False
             "or run anyway with `allow_unpriced`=True"
         )
     budget = limits.max_cost_usd
-    return f"no price is known for {names}: its calls are not counted against `max_cost_usd`={budget}"
+    return f"no price is known for {names}: its calls are not counted against max_cost_usd={budget}"

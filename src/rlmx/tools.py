@@ -249,18 +249,18 @@ def load_tools(spec: str) -> ToolSet:
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise ConfigError(f"--tools {spec!r}: give MODULE:ATTR, e.g. mytools:TOOLS")
+        raise ConfigError(f"`tools` {spec!r}: give MODULE:ATTR, e.g. mytools:TOOLS")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(
-            f"--tools {spec!r}: cannot import {module_name!r} ({exc}); it must be importable where the run "
+            f"`tools` {spec!r}: cannot import {module_name!r} ({exc}); it must be importable where the run "
             "executes (on PYTHONPATH)"
         ) from exc
     try:
         value: Any = getattr(module, attr)
     except AttributeError:
-        raise ConfigError(f"--tools {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
+        raise ConfigError(f"`tools` {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
     return ToolSet.of(value)
 
 

@@ -41,12 +41,12 @@ class BatchLimits:
     def __post_init__(self) -> None:
         if self.max_llm_calls is not None and self.max_llm_calls < 2:
             raise ConfigError(
-                "--batch-max-llm-calls must be >= 2 (an item needs a call and its final answer)"
+                "`batch_max_llm_calls` must be >= 2 (an item needs a call and its final answer)"
             )
         if self.max_total_tokens is not None and self.max_total_tokens < 1:
-            raise ConfigError("--batch-max-total-tokens must be >= 1")
+            raise ConfigError("`batch_max_total_tokens` must be >= 1")
         if self.max_cost_usd is not None and self.max_cost_usd <= 0:
-            raise ConfigError("--batch-max-cost-usd must be > 0")
+            raise ConfigError("`batch_max_cost_usd` must be > 0")
 
     @property
     def any(self) -> bool:

@@ -150,7 +150,7 @@ class RayExecutor:
     def __init__(self, address: str | None = None) -> None:
         if ray is None:
             raise ConfigError(
-                "--executor ray needs Ray: pip install 'rlmx[ray]' (on the driver and on every node)"
+                "the ray executor needs Ray: pip install 'rlmx[ray]' (on the driver and on every node)"
             )
         self.address = address
         self.refs: dict[Any, tuple[BatchItem, int]] = {}
@@ -276,7 +276,7 @@ def check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
         return
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
-        raise ConfigError(f"--address {address!r}: write auto, HOST:PORT or ray://HOST:PORT")
+        raise ConfigError(f"`address`={address!r}: write auto, HOST:PORT or ray://HOST:PORT")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as exc:

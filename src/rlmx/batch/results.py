@@ -73,10 +73,10 @@ class ResultsFile:
             except json.JSONDecodeError:
                 raise ConfigError(
                     f"results {self.path}, line {number}, is not JSON; was it written by rlmx batch? "
-                    "Fix or move the file, or choose another --out"
+                    "Fix or move the file, or choose another `out`"
                 ) from None
             if not isinstance(record, dict) or "id" not in record:
-                raise ConfigError(f"results {self.path}, line {number}, has no id; choose another --out")
+                raise ConfigError(f"results {self.path}, line {number}, has no id; choose another `out`")
             latest[str(record["id"])] = record
             self.lines += 1
         return latest

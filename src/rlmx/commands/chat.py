@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from rlmx.commands.ask import exit_now, report
-from rlmx.commands.run_options import with_run_options
+from rlmx.commands.run_options import cli_terms, with_run_options
 from rlmx.errors import ConfigError, RLMError
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def converse(session: Session, rlm: Any, load: Any, *, as_json: bool, quiet: boo
             try:
                 index = session.add_context(load([path]))
             except (RLMError, OSError) as exc:
-                sys.stderr.write(f"rlmx: error: {exc}\n")
+                sys.stderr.write(f"rlmx: error: {cli_terms(str(exc))}\n")
                 continue
             typer.echo(f"added {path} as context_{index}")
             continue
@@ -71,7 +71,7 @@ def converse(session: Session, rlm: Any, load: Any, *, as_json: bool, quiet: boo
             sys.stderr.write("rlmx: interrupted; ask again or /exit\n")
             continue
         except ConfigError as exc:
-            sys.stderr.write(f"rlmx: error: {exc}\n")
+            sys.stderr.write(f"rlmx: error: {cli_terms(str(exc))}\n")
             continue
         report(result, as_json=as_json, quiet=True)
         if not quiet:

@@ -206,6 +206,10 @@ def run_options(values: Mapping[str, Any], base: Any = None) -> Any:
 # the library's names in its messages (`max_cost_usd`) -> what a command-line user types
 LIBRARY_TERMS: dict[str, str] = {
     "pricer": "--price MODEL=IN,OUT",
+    "gitignore=False": "--no-gitignore",
+    "out": "--out",
+    "batch_max_llm_calls": "--batch-max-llm-calls",
+    "batch_max_total_tokens": "--batch-max-total-tokens",
     # rlmx batch's own (rlmx.batch.run's parameters)
     "address": "--address",
     "batch_max_cost_usd": "--batch-max-cost-usd",
@@ -235,10 +239,13 @@ def cli_terms(message: str) -> str:
             terms.setdefault(name, declared.flag)
 
     def term(match: re.Match[str]) -> str:
+        value = match.group(2)
+        whole = terms.get(f"{match.group(1)}{value}") if value else None  # `gitignore`=False
+        if whole is not None:
+            return whole
         flag = terms.get(match.group(1))
         if flag is None:
             return match.group(0)
-        value = match.group(2)
         return flag if value in (None, "=True") else f"{flag} {value[1:]}"
 
     return re.sub(r"`([A-Za-z_][A-Za-z0-9_.]*)`(=[^\s,;:)]+)?", term, message)

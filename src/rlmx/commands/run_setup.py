@@ -19,7 +19,7 @@ class PreparedRun:
 
 def prepare_run(values: Mapping[str, Any]) -> PreparedRun:
     """`values`: the command's run options by parameter name (rlmx.commands.run_options)."""
-    from rlmx.commands.run_options import run_options
+    from rlmx.commands.run_options import cli_terms, run_options
     from rlmx.context.loaders import context_from_specs
     from rlmx.rlm import RLM
     from rlmx.spec.options import build_spec
@@ -34,7 +34,7 @@ def prepare_run(values: Mapping[str, Any]) -> PreparedRun:
             ctx.check_usable()  # refused here: the skipped-files line would only repeat the refusal
         skipped = ctx.skipped_summary() if ctx is not None else None
         if skipped:
-            sys.stderr.write(f"rlmx: {skipped}\n")  # even with --quiet: it explains what the model saw
+            sys.stderr.write(f"rlmx: {cli_terms(skipped)}\n")  # even with --quiet: it explains what the model saw
         return ctx
 
     built = build_spec(options)

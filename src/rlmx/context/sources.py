@@ -194,7 +194,7 @@ class _Walker:
                 continue
             rule = self._excluded(rel, False, levels)
             if rule is None and self.include is not None and not self.include.match_file(rel):
-                rule = "--include"
+                rule = "include"
             if rule is not None:
                 self.manifest.excluded[rule] += 1
                 continue
@@ -207,9 +207,9 @@ class _Walker:
             _add_file(self.manifest, entry.path, name, info.st_size)
 
     def _excluded(self, rel: str, is_dir: bool, levels: list[_Level]) -> str | None:
-        """The rule leaving this file or folder out ("--exclude", ".gitignore"), or None."""
+        """The rule leaving this file or folder out ("exclude", ".gitignore"), or None."""
         if self.exclude is not None and self.exclude.match_file(rel + ("/" if is_dir else "")):
-            return "--exclude"
+            return "exclude"
         if levels and _ignored(rel, is_dir, levels):
             return ".gitignore"
         return None

@@ -16,12 +16,12 @@ from rlmx.context.metadata import is_document
 if TYPE_CHECKING:
     from rlmx.context.sources import Manifest
 
-OVERRIDE = "pass --allow-empty-context (allow_empty_context=True) to run anyway"
+OVERRIDE = "pass `allow_empty_context`=True to run anyway"
 EXAMPLE_NAMES = 3  # names shown in a message, across all reasons
 GIVEN_NAMES = 3  # inputs named when saying what was given
 _RULES = {  # Manifest.excluded keys, as the message says them
-    "--include": "not matching --include",
-    "--exclude": "matching --exclude",
+    "include": "not matching `include`",
+    "exclude": "matching `exclude`",
     ".gitignore": "ignored by .gitignore",
     "hidden": "hidden (dotfiles)",
 }
@@ -106,7 +106,7 @@ def _all_files(count: int) -> str:
 
 
 def _excluded_text(excluded: Counter[str]) -> str:
-    """ "12 not matching --include and 2 hidden (dotfiles) are left out"."""
+    """ "12 not matching `include` and 2 hidden (dotfiles) are left out"."""
     rules = [*_RULES, *sorted(set(excluded) - set(_RULES))]
     parts = [f"{excluded[rule]:,} {_RULES.get(rule, rule)}" for rule in rules if excluded.get(rule)]
     if not parts:
@@ -117,10 +117,10 @@ def _excluded_text(excluded: Counter[str]) -> str:
 
 def _hint(excluded: Counter[str], default: str | None = None) -> str:
     fixes = []
-    if excluded.get("--include") or excluded.get("--exclude"):
-        fixes.append("fix the --include/--exclude globs")
+    if excluded.get("include") or excluded.get("exclude"):
+        fixes.append("fix the `include`/`exclude` globs")
     if excluded.get(".gitignore"):
-        fixes.append("--no-gitignore (gitignore=False) reads ignored files")
+        fixes.append("`gitignore`=False reads ignored files")
     if excluded.get("hidden"):
         fixes.append("hidden=True reads dotfiles")
     if not fixes:
