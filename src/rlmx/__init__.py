@@ -19,6 +19,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "RLM": "rlmx.rlm",
     "RunResult": "rlmx.rlm",
+    "RunSpec": "rlmx.spec.run",
+    "ModelRef": "rlmx.lm.options",
     "Tool": "rlmx.tools",
     "Session": "rlmx.session",
     "AsyncSession": "rlmx.session",
@@ -50,8 +52,10 @@ __all__ = [
     "Limits",
     "ModelError",
     "ModelOptions",
+    "ModelRef",
     "RLMError",
     "RunResult",
+    "RunSpec",
     "SandboxError",
     "SandboxSettings",
     "Session",
@@ -67,10 +71,12 @@ if TYPE_CHECKING:
     from rlmx.errors import ConfigError, ModelError, RLMError, SandboxError
     from rlmx.limits import HistorySettings, Limits
     from rlmx.lm.base import LM, CallSettings, LMResponse, Usage
+    from rlmx.lm.options import ModelRef
     from rlmx.lm.registry import ModelOptions, register_provider, resolve_model
     from rlmx.rlm import RLM, RunResult
     from rlmx.sandbox.base import SandboxSettings
     from rlmx.session import AsyncSession, Session, SessionClosed
+    from rlmx.spec.run import RunSpec
     from rlmx.tools import Tool
 
 
