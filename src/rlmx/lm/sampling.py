@@ -1,5 +1,5 @@
 """Sampling settings (`temperature`, `top_p`, `reasoning_effort`): a model's own, kept by its provider's
-LM and put into every request body (a `CallSettings.temperature` set by a caller wins for its call).
+LM and put into every request body.
 
 A provider that refuses one answers HTTP 400, which is not retried: `refusal_classifier` turns it into one
 error that says which setting the provider refused (or, when its error does not name one, which ones were
