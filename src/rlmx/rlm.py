@@ -290,7 +290,7 @@ class RLM:
         )
         if session:
             session.root = root
-        check_budget_for_first_call(tree, question, meta, output_spec)
+        check_budget_for_first_call(tree, root.first_messages())
         emitter.emit(
             RunStart(
                 id=root.id,
