@@ -1,4 +1,5 @@
-"""The layers hold: no import cycle among rlmx's modules, counting imports made inside functions."""
+"""The layers hold: no import cycle among rlmx's modules, counting imports made inside functions and
+those under `if TYPE_CHECKING:` (a cycle that only type checkers follow is still a tangle of layers)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,14 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
+
+# Imports (importer, imported) left out of the cycle checks for now: the cycles through rlm.py, session.py
+# and sandbox/pool.py, which are being restructured. Removed when issue 24 (C) lands; an entry whose
+# import is gone fails `test_the_allowed_imports_still_exist`, so the set only shrinks.
+ALLOWED_UNTIL_ISSUE_24C: set[tuple[str, str]] = {
+    ("rlmx.sandbox.pool", "rlmx"),  # `import rlmx` (run time): rlmx -> rlm -> sandbox.process -> pool
+    ("rlmx.session", "rlmx.rlm"),  # `RLM` for types, while rlm.py imports session.py
+}
 
 
 def module_name(path: Path) -> str:
@@ -15,18 +24,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: Path, modules: set[str]) -> set[str]:
-    """rlmx modules `path` imports anywhere in its body (top level, functions, TYPE_CHECKING blocks
-    excluded: they never run). `from pkg import name` counts as importing `pkg.name` when that is a
-    module, else `pkg`."""
+def imports_of(path: Path, modules: set[str], name: str | None = None) -> set[str]:
+    """rlmx modules `path` imports anywhere in its body: at top level, inside functions, under
+    `if TYPE_CHECKING:`. `from pkg import name` counts as importing `pkg.name` when that is a module,
+    else `pkg`. `name`: the module's own name (default: from its path under src/)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    me = module_name(path)
+    me = name or module_name(path)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
-    skipped = {id(node) for node in ast.walk(tree) if is_type_checking_block(node) for node in ast.walk(node)}
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 found.add(nearest_module(alias.name, modules))
@@ -38,11 +44,7 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
             for alias in node.names:
                 candidate = f"{base}.{alias.name}"
                 found.add(candidate if candidate in modules else nearest_module(base, modules))
-    return {name for name in found if name in modules and name != me}
-
-
-def is_type_checking_block(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+    return {module for module in found if module in modules and module != me}
 
 
 def nearest_module(name: str, modules: set[str]) -> str:
@@ -52,9 +54,18 @@ def nearest_module(name: str, modules: set[str]) -> str:
 
 
 def import_graph() -> dict[str, set[str]]:
+    """Every rlmx module and the rlmx modules it imports, the allowed imports included."""
     paths = {module_name(p): p for p in (SRC / "rlmx").rglob("*.py")}
     modules = set(paths)
     return {name: imports_of(path, modules) for name, path in paths.items()}
+
+
+def checked_graph() -> dict[str, set[str]]:
+    """The import graph without the imports `ALLOWED_UNTIL_ISSUE_24C` leaves out."""
+    return {
+        name: {dep for dep in deps if (name, dep) not in ALLOWED_UNTIL_ISSUE_24C}
+        for name, deps in import_graph().items()
+    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -100,17 +111,37 @@ def test_the_checker_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
+def test_the_graph_counts_imports_under_type_checking(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from rlmx.a import Thing\n"
+        "def f():\n"
+        "    import rlmx.b\n",
+        encoding="utf-8",
+    )
+    assert imports_of(module, {"rlmx.a", "rlmx.b", "rlmx.c"}, name="rlmx.m") == {"rlmx.a", "rlmx.b"}
+
+
 def test_no_import_cycle_among_rlmx_modules() -> None:
-    graph = import_graph()
+    graph = checked_graph()
     assert len(graph) > 50
     assert cycles(graph) == []
+
+
+def test_the_allowed_imports_still_exist() -> None:
+    """An allowed import that is gone is an entry to delete from `ALLOWED_UNTIL_ISSUE_24C`."""
+    graph = import_graph()
+    gone = sorted(pair for pair in ALLOWED_UNTIL_ISSUE_24C if pair[1] not in graph.get(pair[0], set()))
+    assert gone == [], f"no longer imported, remove from ALLOWED_UNTIL_ISSUE_24C: {gone}"
 
 
 def test_no_import_cycle_among_rlmx_packages() -> None:
     """One direction between the layers: `context` never imports `sandbox` (the payload it hands the
     sandbox is its own), `typed` never imports the engine, and so on for every top-level package."""
     packages: dict[str, set[str]] = {}
-    for module, imported in import_graph().items():
+    for module, imported in checked_graph().items():
         top = ".".join(module.split(".")[:2])
         packages.setdefault(top, set()).update(
             ".".join(name.split(".")[:2])

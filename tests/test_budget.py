@@ -24,7 +24,7 @@ from observability_runs import (
 from policies import is_child, is_forced_final, is_rlm, is_root, is_sub, repl, turn
 from rlmx import RLM, ConfigError, Limits, ModelOptions, SandboxSettings
 from rlmx.engine.tree import BUDGET_OUTPUT_TOKENS
-from rlmx.lm.base import Usage, estimate_message_tokens
+from rlmx.lm.base import Usage, estimate_message_tokens, estimate_tokens
 from rlmx.testing import CallInfo, Reply, ScriptedRequest, ScriptedServer
 from rlmx.trace import Exec
 
@@ -239,3 +239,56 @@ def test_unknown_price_allowed_runs_and_says_so(tmp_path: Path) -> None:
     start = rlmx.trace.load(trace).run_start
     assert start.unpriced_models == [SCRIPTED]
     assert "not counted against max_cost_usd=0.01" in start.warnings[0]
+
+
+def lookup(key: str) -> str:
+    """Look a key up in the user's records."""
+    return key
+
+
+BIG_TOOLS = {"lookup": {"tool": lookup, "description": "Look a key up in the records. " * 400}}
+
+
+def first_call_run(srv: ScriptedServer, budget: float | None, tools: Any = None) -> Any:
+    rlm = RLM(
+        SCRIPTED,
+        model_options=ModelOptions(base_url=srv.url),
+        limits=Limits(max_cost_usd=budget, max_output_tokens=200),
+        trace=False,
+        pricer=scripted_pricing(),
+        tools=tools,
+    )
+    return rlm.run("What do the records say?", "some context " * 40)
+
+
+def refusal_of(budget: float, tools: Any = None) -> tuple[int, float]:
+    """(estimated input tokens, smallest budget that can run) from the first call's refusal."""
+    with ScriptedServer(lambda m, r: "FINAL(ok)") as srv:
+        with pytest.raises(ConfigError, match=r"cannot pay for the first model call") as refused:
+            first_call_run(srv, budget, tools)
+        assert srv.requests == []
+    message = str(refused.value)
+    found = re.search(
+        r"\(([0-9,]+) input tokens .* smallest budget that can run is \$([0-9.e-]+?)\. Raise", message
+    )
+    assert found is not None, message
+    return int(found.group(1).replace(",", "")), float(found.group(2))
+
+
+def test_the_first_call_estimate_is_the_first_request_with_its_tools_section() -> None:
+    # the system prompt names the budget: one that runs and one refused, written with as many characters
+    enough, refused = 1000.0, 0.0001
+    assert len(str(enough)) == len(str(refused))
+    with ScriptedServer(lambda m, r: "FINAL(ok)") as srv:
+        assert first_call_run(srv, enough, BIG_TOOLS).answer == "ok"
+        first = srv.requests[0]
+    assert "## Tools" in first.messages[0]["content"]  # the section is in the real system prompt
+    estimated, smallest_with_tools = refusal_of(refused, BIG_TOOLS)
+    assert estimated == estimate_message_tokens(first.messages)  # the estimate is that very request's
+    plain_tokens, smallest = refusal_of(refused)
+    assert estimated - plain_tokens >= estimate_tokens(BIG_TOOLS["lookup"]["description"]) - 10
+    # a budget that starts a run without tools is refused with them
+    with ScriptedServer(lambda m, r: "FINAL(ok)") as srv:
+        assert first_call_run(srv, smallest).answer == "ok"
+    assert smallest < smallest_with_tools
+    refusal_of(smallest, BIG_TOOLS)

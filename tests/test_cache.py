@@ -52,8 +52,16 @@ def test_the_key_covers_model_endpoint_messages_and_parameters(tmp_path: Path) -
     msgs = [{"role": "user", "content": "hello"}]
     with ScriptedServer(lambda m, r: f"reply {r.index}") as one, ScriptedServer(lambda m, r: "other") as two:
 
-        def ask(srv: ScriptedServer, model: str, messages: list[dict[str, Any]], **settings: Any) -> Any:
-            lm = CachedLM(resolve_model(model, ModelOptions(base_url=srv.url)), cache)
+        def ask(
+            srv: ScriptedServer,
+            model: str,
+            messages: list[dict[str, Any]],
+            temperature: float | None = None,
+            **settings: Any,
+        ) -> Any:
+            lm = CachedLM(
+                resolve_model(model, ModelOptions(base_url=srv.url, temperature=temperature)), cache
+            )
             return asyncio.run(lm.complete(messages, CallSettings(**settings)))
 
         assert ask(one, "openai:a", msgs).text == "reply 0"

@@ -165,8 +165,8 @@ def test_each_named_provider_reads_its_key_sends_the_chat_shape_and_books_its_us
     only_key(monkeypatch, provider, variable, f"key-for-{provider}")
     raw, booked = RECORDED_USAGE[provider]
     with ScriptedServer(lambda m, r: Reply("hello back", usage=raw), auth_token=f"key-for-{provider}") as srv:
-        lm = resolve_model(f"{provider}:some-model", ModelOptions(base_url=srv.url))
-        response = complete(lm, max_output_tokens=64, temperature=0.2)
+        lm = resolve_model(f"{provider}:some-model", ModelOptions(base_url=srv.url, temperature=0.2))
+        response = complete(lm, max_output_tokens=64)
         (request,) = srv.requests
     assert isinstance(lm, OpenAICompatLM) and lm.name == f"{provider}:some-model"
     assert response.text == "hello back" and response.usage == booked

@@ -19,14 +19,21 @@ from rlmx.lm.openai_compat import (
     OpenAICompatLM,
     _default_client,
 )
+from rlmx.lm.sampling import Sampling
 from rlmx.testing import ScriptedServer
 
 
 def test_a_model_request_carries_exactly_the_body_and_auth_it_should() -> None:
     with ScriptedServer(lambda m, r: "fine", auth_token="secret") as srv:
-        lm = OpenAICompatLM("m1", base_url=srv.url, api_key="secret", extra_body={"top_k": 5})
+        lm = OpenAICompatLM(
+            "m1",
+            base_url=srv.url,
+            api_key="secret",
+            extra_body={"top_k": 5},
+            sampling=Sampling(temperature=0.2),
+        )
         messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
-        response = asyncio.run(lm.complete(messages, CallSettings(max_output_tokens=7, temperature=0.2)))
+        response = asyncio.run(lm.complete(messages, CallSettings(max_output_tokens=7)))
         (request,) = srv.requests
     assert response.text == "fine" and response.usage.output_tokens == 1
     assert request.status == 200 and request.error is None  # the bearer token was sent

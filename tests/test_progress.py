@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from observability_runs import SCRIPTED, depth2_policy, run_depth2
-from rlmx.engine.progress import MAX_CHILDREN_SHOWN, LiveTree, PlainLines, ProgressState
+from rlmx.display.progress import MAX_CHILDREN_SHOWN, LiveTree, PlainLines, ProgressState
 from rlmx.outcomes import SUB_CALL_PURPOSES
 from rlmx.testing import ScriptedServer
 from rlmx.trace import (

@@ -125,6 +125,12 @@ def test_a_torn_last_line_is_dropped_and_a_bad_line_is_reported(
     broken.write_text("\n".join([lines[0], "{not json", *lines[1:]]))
     with pytest.raises(ConfigError, match=r"broken.jsonl:2: not a JSON trace record"):
         rlmx.trace.load(broken)
+    unreadable = tmp_path / "unreadable.jsonl"
+    unreadable.write_text(
+        "\n".join([lines[0], '{"type": "from_a_later_version", "depth": "deep"}', *lines[1:]])
+    )
+    with pytest.raises(ConfigError, match=r"^not a readable rlmx trace record \(.*'deep'"):
+        rlmx.trace.load(unreadable)  # a record whose depth is not a number
 
 
 def test_trace_full_keeps_whole_texts_and_the_default_caps_them(tmp_path: Path) -> None:

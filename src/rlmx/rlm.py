@@ -291,7 +291,7 @@ class RLM(RunSpec):
             repl=session.repl if session else None,
             note=session.note if session else "",
         )
-        check_budget_for_first_call(tree, question, meta, output_spec)
+        check_budget_for_first_call(tree, root.first_messages())
         run = PreparedRun(
             spec, run_id, trace_path, writer, emitter, ledger, sandboxes, root, started, session
         )

@@ -32,7 +32,7 @@ def ask(
     Without --model, the model is $RLMX_MODEL, else the config file's, else the default model of a
     provider whose key is set, else the embedded demo model."""
     from rlmx.commands.run_setup import prepare_run
-    from rlmx.engine.progress import progress_sink
+    from rlmx.display.progress import progress_sink
 
     prepared = prepare_run(run)
     rlm, ctx = prepared.rlm, prepared.context

@@ -43,7 +43,7 @@ def chat(**run: Any) -> None:
 
 def converse(session: Session, rlm: Any, load: Any, *, as_json: bool, quiet: bool) -> None:
     """The prompt loop: one line, one question (or a command), until /exit or the end of input."""
-    from rlmx.engine.progress import progress_sink
+    from rlmx.display.progress import progress_sink
 
     for line in lines():
         if line in ("/exit", "/quit"):

@@ -34,7 +34,9 @@ def prepare_run(values: Mapping[str, Any]) -> PreparedRun:
             ctx.check_usable()  # refused here: the skipped-files line would only repeat the refusal
         skipped = ctx.skipped_summary() if ctx is not None else None
         if skipped:
-            sys.stderr.write(f"rlmx: {cli_terms(skipped)}\n")  # even with --quiet: it explains what the model saw
+            sys.stderr.write(
+                f"rlmx: {cli_terms(skipped)}\n"
+            )  # even with --quiet: it explains what the model saw
         return ctx
 
     built = build_spec(options)

@@ -1,42 +1,44 @@
-"""Condensing a node's older turns: one model call folds them into a running summary (a failed or
+"""Condensing an RLM's older turns: one model call folds them into a running summary (a failed or
 refused call only skips the summary), then a `Compaction` record."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from rlmx.engine.history import History
 from rlmx.engine.profiles import compaction_request
+from rlmx.engine.tree import RunTree
 from rlmx.errors import BudgetExhausted, ModelError
+from rlmx.lm.base import LM
 from rlmx.trace.events import Compaction, Error
 
-if TYPE_CHECKING:
-    from rlmx.engine.node import Node
 
-
-async def compact(node: Node) -> None:
-    old = node.history.turns_to_condense()
+async def compact(
+    tree: RunTree, history: History, *, lm: LM, question: str, node_id: str, depth: int, iteration: int
+) -> None:
+    """Condense the older turns of `history`, the history of the RLM `node_id` at `depth` asked
+    `question`, with a call to its model `lm` at turn `iteration`."""
+    old = history.turns_to_condense()
     digest = "\n\n".join(f"[{m['role']}]\n{str(m['content'])[:4000]}" for m in old)
-    ask = compaction_request(node.question, node.history.summary, digest)
+    ask = compaction_request(question, history.summary, digest)
     summary: str | None = None
     try:
         summary = (
-            await node.tree.call_model(
-                node.lm,
-                ask,
-                depth=node.depth,
-                parent_id=node.id,
-                purpose="compaction",
-                iteration=node.iteration,
+            await tree.call_model(
+                lm, ask, depth=depth, parent_id=node_id, purpose="compaction", iteration=iteration
             )
         ).text
     except (BudgetExhausted, ModelError) as exc:
-        node.emit(Error(**node.here(), message=f"compaction summary skipped: {exc}", recoverable=True))
-    node.history.compact(summary)
-    node.emit(
+        tree.emitter.emit(
+            Error(
+                parent_id=node_id, depth=depth, message=f"compaction summary skipped: {exc}", recoverable=True
+            )
+        )
+    history.compact(summary)
+    tree.emitter.emit(
         Compaction(
-            **node.here(),
-            iteration=node.iteration,
-            condensed_upto=node.history.compacted_upto,
-            view_tokens=node.history.view_tokens(),
+            parent_id=node_id,
+            depth=depth,
+            iteration=iteration,
+            condensed_upto=history.compacted_upto,
+            view_tokens=history.view_tokens(),
         )
     )

@@ -151,20 +151,29 @@ class Node:
                 )
             )
 
+    def first_messages(self) -> list[dict[str, Any]]:
+        """This RLM's first request: the system prompt and the opening (with a session's note)."""
+        return self.tree.first_messages(
+            self.depth, self.sub_lm, self.meta + self.note, self.question, self.output
+        )
+
     async def _turns(self) -> NodeResult:
         limits, profile = self.tree.limits, self.tree.profile
-        system = self.tree.system_prompt(self.depth, self.sub_lm)
-        if self.output is not None:
-            system = system.rstrip("\n") + "\n\n" + self.output.prompt()
-        self.history.append({"role": "system", "content": system})
         await self._measured_meta()
-        self.history.append(
-            {"role": "user", "content": profile.opening(self.meta + self.note, self.question)}
-        )
+        for message in self.first_messages():
+            self.history.append(message)
         for iteration in range(1, limits.max_iterations + 1):
             self.iteration = iteration
             if self.history.needs_compaction():
-                await compact(self)
+                await compact(
+                    self.tree,
+                    self.history,
+                    lm=self.lm,
+                    question=self.question,
+                    node_id=self.id,
+                    depth=self.depth,
+                    iteration=self.iteration,
+                )
             turn = profile.turn_prompt(iteration, limits.max_iterations)
             if turn is not None:
                 self.history.append({"role": "user", "content": turn})

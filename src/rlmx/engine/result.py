@@ -34,10 +34,6 @@ class RunResult:
     answer_source: AnswerSource = "none"
 
     @property
-    def ok(self) -> bool:
-        return self.stopped_by == "final"
-
-    @property
     def answered(self) -> bool:
         """An answer was produced and nothing failed: `final`, or a limit's forced final answer."""
         return self.answer_source != "none" and self.error is None

@@ -30,6 +30,7 @@ from rlmx.sandbox.base import Sandbox, SandboxSettings
 from rlmx.tools import RunTools
 from rlmx.trace.events import LMCall, LMRetry, excerpt
 from rlmx.trace.writer import Emitter
+from rlmx.typed import OutputSpec
 
 Pricer = Callable[[str, Usage], "float | None"]
 
@@ -45,7 +46,6 @@ class Models:
     root: BaseLM
     sub: BaseLM
     by_depth: dict[int, BaseLM] = field(default_factory=dict)
-    windows: dict[str, int] = field(default_factory=dict)
 
     def for_depth(self, depth: int) -> BaseLM:
         return self.by_depth.get(depth) or (self.root if depth == 0 else self.sub)
@@ -58,7 +58,7 @@ class Models:
         return None
 
     def window(self, lm: LM) -> int:
-        return self.windows.get(lm.name) or context_window_for(lm.name)
+        return context_window_for(lm.name)
 
 
 @dataclass
@@ -85,6 +85,19 @@ class RunTree:
             sub_window=self.models.window(sub_lm),
             tools=self.tools.prompt(depth),
         )
+
+    def first_messages(
+        self, depth: int, sub_lm: BaseLM, meta: str, question: str, output: OutputSpec | None = None
+    ) -> list[Message]:
+        """An RLM's first request: its system prompt (its tools; the output schema's section when it has
+        one) and the opening with its context's description `meta` and its `question`."""
+        system = self.system_prompt(depth, sub_lm)
+        if output is not None:
+            system = system.rstrip("\n") + "\n\n" + output.prompt()
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": self.profile.opening(meta, question)},
+        ]
 
     def repl_options(self, depth: int) -> dict[str, Any]:
         """What a REPL at `depth` is told beside its context: the profile's dialect and its tools."""
@@ -169,34 +182,52 @@ class RunTree:
         iteration: int | None = None,
         batch_id: str | None = None,
     ) -> LMResponse:
-        """Check the ledger, make the call, book it, and trace it. The only way a model is called."""
-        est_input = estimate_message_tokens(messages)
-        est_cost, output_cap = self.budget_call(lm, est_input, purpose=purpose, final=final)
-        deadline = self.ledger.deadline if final else self.ledger.work_deadline
-        if final and deadline is not None and deadline <= time.monotonic():
+        """Admit the call (the ledger, then a shared budget), invoke the model, book and trace what
+        happened, whether it answered or failed. The only way a model is called."""
+        call = ModelCall(lm, messages, depth, parent_id, purpose, final, log_messages, iteration, batch_id)
+        admission = await self._admit(call)
+        outcome = CallOutcome()
+        started = time.monotonic()
+        try:
+            return await self._invoke(call, admission, outcome)
+        finally:
+            self._book(call, admission, outcome, started)
+
+    async def _admit(self, call: ModelCall) -> Admission:
+        """The call's estimates, checked and reserved against the ledger and then a shared budget; raises
+        BudgetExhausted (nothing left reserved) when either refuses it."""
+        est_input = estimate_message_tokens(call.messages)
+        est_cost, output_cap = self.budget_call(call.lm, est_input, purpose=call.purpose, final=call.final)
+        deadline = self.ledger.deadline if call.final else self.ledger.work_deadline
+        if call.final and deadline is not None and deadline <= time.monotonic():
             raise BudgetExhausted("timeout", "no time left for a final answer")
-        reserved = self.ledger.acquire(final=final, est_input_tokens=est_input, est_cost_usd=est_cost)
+        reserved = self.ledger.acquire(final=call.final, est_input_tokens=est_input, est_cost_usd=est_cost)
         grant = None
         if self.shared is not None:
             try:
                 grant = await self.shared.reserve(
                     est_tokens=est_input,
                     est_cost_usd=est_cost,
-                    final=final,
+                    final=call.final,
                     final_reserve_usd=self.ledger.final_reserve_usd,
                 )
             except BaseException:
                 self.ledger.release(reserved)
                 raise
-        started = time.monotonic()
+        return Admission(est_cost, output_cap, deadline, reserved, grant)
+
+    async def _invoke(self, call: ModelCall, admission: Admission, outcome: CallOutcome) -> LMResponse:
+        """The model's reply, written into `outcome`; a failure is written there too and raised as the
+        engine's error (the run's deadline as BudgetExhausted, a broken LM as ModelError)."""
+        lm = call.lm
 
         def on_retry(attempt: int, error: str, delay: float) -> None:
             self.emitter.emit(
                 LMRetry(
-                    parent_id=parent_id,
-                    depth=depth,
+                    parent_id=call.parent_id,
+                    depth=call.depth,
                     model=lm.name,
-                    purpose=purpose,
+                    purpose=call.purpose,
                     attempt=attempt,
                     error=error,
                     delay_s=round(delay, 3),
@@ -204,73 +235,118 @@ class RunTree:
             )
 
         settings = self.settings(
-            final=final, max_output_tokens=output_cap, deadline=deadline, on_retry=on_retry
+            final=call.final,
+            max_output_tokens=admission.output_cap,
+            deadline=admission.deadline,
+            on_retry=on_retry,
         )
-        settings = replace(settings, purpose=purpose, depth=depth, iteration=iteration)
-        response: LMResponse | None = None
-        error: str | None = None
-        attempts = 1
-        attempt_errors: list[str] = []
-        booked = False
+        settings = replace(settings, purpose=call.purpose, depth=call.depth, iteration=call.iteration)
         try:
-            response = await within(lm, lm.complete(messages, settings), settings.deadline)
+            outcome.response = await within(lm, lm.complete(call.messages, settings), settings.deadline)
         except DeadlineExceeded as exc:
-            error, attempts, attempt_errors = str(exc), exc.attempts, list(exc.attempt_errors)
+            outcome.failed(str(exc), exc)
             raise BudgetExhausted("timeout", f"timeout_s={self.limits.timeout_s} reached: {exc}") from exc
         except ModelError as exc:
-            error, attempts, attempt_errors = str(exc), exc.attempts, list(exc.attempt_errors)
+            outcome.failed(str(exc), exc)
             raise
         except asyncio.CancelledError:
-            error = "cancelled"
+            outcome.failed("cancelled")
             raise
         except Exception as exc:  # an LM implementation that broke its contract: loud, but booked
-            error = f"{type(exc).__name__}: {exc}"
-            raise ModelError(f"model {lm.name} failed: {error}") from exc
-        finally:
-            usage = response.usage if response else Usage()
-            cost = None
-            if response is not None and response.cached:
-                self.ledger.release(reserved)
-            else:
-                cost = self.cost_of(lm, usage) if response else 0.0
-                self.ledger.record(lm.name, depth, usage, cost, reserved)
-                booked = True
-            if self.shared is not None:
-                made = response is None or not response.cached
-                tokens = usage.input_tokens + usage.output_tokens
-                self.shared.settle(grant, tokens=tokens, cost_usd=cost, made=made)
-            self.emitter.emit(
-                LMCall(
-                    parent_id=parent_id,
-                    depth=depth,
-                    model=lm.name,
-                    purpose=purpose,
-                    iteration=iteration,
-                    batch_id=batch_id,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    cached_tokens=usage.cached_tokens,
-                    reasoning_tokens=usage.reasoning_tokens,
-                    cost_usd=cost,
-                    cost_source=cost_source(usage, cost, response is not None),
-                    est_cost_usd=est_cost,
-                    max_output_tokens=output_cap,
-                    counted=booked,
-                    cache_hit=bool(response and response.cached),
-                    duration_s=round(time.monotonic() - started, 4),
-                    attempts=response.attempts if response else attempts,
-                    attempt_errors=list(response.attempt_errors) if response else attempt_errors,
-                    n_messages=len(messages),
-                    input_chars=sum(len(str(m.get("content", ""))) for m in messages),
-                    messages=[
-                        {"role": m.get("role"), **excerpt(str(m.get("content", "")), self.excerpt_chars)}
-                        for m in (messages if log_messages is None else log_messages)
-                    ],
-                    reply=excerpt(response.text, self.excerpt_chars) if response else None,
-                    error=error,
-                )
+            outcome.failed(f"{type(exc).__name__}: {exc}")
+            raise ModelError(f"model {lm.name} failed: {outcome.error}") from exc
+        return outcome.response
+
+    def _book(self, call: ModelCall, admission: Admission, outcome: CallOutcome, started: float) -> None:
+        """The call charged to the ledger (a cached reply only releases its reservation) and settled with
+        a shared budget, then traced as an `lm_call` record."""
+        lm, response = call.lm, outcome.response
+        usage = response.usage if response else Usage()
+        cost = None
+        counted = response is None or not response.cached
+        if counted:
+            cost = self.cost_of(lm, usage) if response else 0.0
+            self.ledger.record(lm.name, call.depth, usage, cost, admission.reserved)
+        else:
+            self.ledger.release(admission.reserved)
+        if self.shared is not None:
+            tokens = usage.input_tokens + usage.output_tokens
+            self.shared.settle(admission.grant, tokens=tokens, cost_usd=cost, made=counted)
+        messages = call.messages
+        self.emitter.emit(
+            LMCall(
+                parent_id=call.parent_id,
+                depth=call.depth,
+                model=lm.name,
+                purpose=call.purpose,
+                iteration=call.iteration,
+                batch_id=call.batch_id,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cached_tokens=usage.cached_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+                cost_usd=cost,
+                cost_source=cost_source(usage, cost, response is not None),
+                est_cost_usd=admission.est_cost,
+                max_output_tokens=admission.output_cap,
+                counted=counted,
+                cache_hit=bool(response and response.cached),
+                duration_s=round(time.monotonic() - started, 4),
+                attempts=response.attempts if response else outcome.attempts,
+                attempt_errors=list(response.attempt_errors) if response else outcome.attempt_errors,
+                n_messages=len(messages),
+                input_chars=sum(len(str(m.get("content", ""))) for m in messages),
+                messages=[
+                    {"role": m.get("role"), **excerpt(str(m.get("content", "")), self.excerpt_chars)}
+                    for m in (messages if call.log_messages is None else call.log_messages)
+                ],
+                reply=excerpt(response.text, self.excerpt_chars) if response else None,
+                error=outcome.error,
             )
-        return response
+        )
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One call `RunTree.call_model` is asked to make: the model, the messages, where in the tree it is
+    made and what for (`log_messages`: what the trace shows instead of `messages`, when given)."""
+
+    lm: LM
+    messages: list[Message]
+    depth: int
+    parent_id: str | None
+    purpose: Purpose
+    final: bool
+    log_messages: list[Message] | None
+    iteration: int | None
+    batch_id: str | None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A call let through: its worst-case cost and output cap, its deadline, and what the ledger (and a
+    shared budget, `grant`) reserved for it until it is booked."""
+
+    est_cost: float | None
+    output_cap: int | None
+    deadline: float | None
+    reserved: float
+    grant: Any
+
+
+@dataclass
+class CallOutcome:
+    """What came of an admitted call: the response, or the error with the attempts made."""
+
+    response: LMResponse | None = None
+    error: str | None = None
+    attempts: int = 1
+    attempt_errors: list[str] = field(default_factory=list)
+
+    def failed(self, error: str, exc: ModelError | None = None) -> None:
+        self.error = error
+        if exc is not None:
+            self.attempts, self.attempt_errors = exc.attempts, list(exc.attempt_errors)
 
 
 DEADLINE_GRACE_S = 0.05  # an LM that bounds its own calls gets to say so first, with its own message
@@ -296,25 +372,14 @@ def cost_source(usage: Usage, cost: float | None, made: bool) -> str | None:
     return "price" if made else "none"
 
 
-def check_budget_for_first_call(tree: RunTree, question: str, meta: str, output: Any = None) -> None:
+def check_budget_for_first_call(tree: RunTree, first: list[Message]) -> None:
     """Refuse at start (ConfigError) a `max_cost_usd` that cannot pay for the first root turn's
-    worst-case estimate plus the final answer kept in reserve: such a run could only stop at once."""
+    worst-case estimate plus the final answer kept in reserve: such a run could only stop at once.
+    `first`: the root's first request, as it will be sent (`Node.first_messages`)."""
     budget = tree.limits.max_cost_usd
     if budget is None or tree.pricer is None:
         return
     lm = tree.models.root
-    system = tree.profile.system_prompt(
-        depth=0,
-        limits=tree.limits,
-        sub_model=tree.models.sub.name,
-        sub_window=tree.models.window(tree.models.sub),
-    )
-    if output is not None:
-        system += "\n\n" + output.prompt()
-    first = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": tree.profile.opening(meta, question)},
-    ]
     est_input = estimate_message_tokens(first)
     cap = tree.output_cap() or 0
     turn = tree.estimate_cost(lm, est_input, cap)

@@ -43,7 +43,7 @@ class ResponseStore:
     ) -> str:
         """`sampling`: the settings the model sends (`Sampling.body()`); `prompt`: the prompt profile of
         the run, None for the default one."""
-        parts: list[Any] = [model, messages, settings.max_output_tokens, settings.temperature]
+        parts: list[Any] = [model, messages, settings.max_output_tokens, None]  # None: keys stay as they were
         if sampling:
             parts.append({"sampling": dict(sampling)})
         if prompt:

@@ -207,8 +207,6 @@ class AnthropicLM(BaseLM):
         if system:
             kwargs["system"] = system
         sampling = self.sampling.body()
-        if settings.temperature is not None:
-            sampling["temperature"] = settings.temperature
         if sampling:
             kwargs["extra_body"] = anthropic_sampling(sampling)
         if settings.timeout_s:

@@ -21,7 +21,6 @@ class CallSettings:
     each failed attempt that will be retried."""
 
     max_output_tokens: int | None = None
-    temperature: float | None = None
     timeout_s: float | None = None
     deadline: float | None = None
     on_retry: RetryNotice | None = field(default=None, compare=False)

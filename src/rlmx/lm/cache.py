@@ -2,9 +2,8 @@
 
 The key is a SHA-256 of the model's identity (provider, model and endpoint), the messages and the
 parameters that change a reply: the output cap and the sampling settings (temperature, top_p,
-reasoning_effort; a call's own temperature wins over the model's, as in the request). A setting that is
-not set adds nothing to the key, so replies cached before these settings existed are still found. A hit returns the stored text with
-`cached=True` and zero usage: the ledger books neither a call nor a cost, and the trace marks the
+reasoning_effort). A setting that is not set adds nothing to the key, so replies cached before these
+settings existed are still found. A hit returns the stored text with `cached=True` and zero usage: the ledger books neither a call nor a cost, and the trace marks the
 `lm_call` with `cache_hit`. Only successful replies are stored.
 
 Run bookkeeping that the engine writes into prompts (the "model calls left" counter of a turn
@@ -47,8 +46,6 @@ def cache_key(
 ) -> str:
     """The key of one request to the model `identity` that samples with `sampling`."""
     sampled = (sampling or Sampling()).body()
-    if settings.temperature is not None:
-        sampled["temperature"] = settings.temperature
     params: dict[str, Any] = {
         "max_output_tokens": settings.max_output_tokens,
         "temperature": sampled.pop("temperature", None),

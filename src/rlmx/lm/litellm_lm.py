@@ -226,7 +226,7 @@ class LiteLLMLM(BaseLM):
             "num_retries": 0,  # rlmx's loop is the only one: every attempt is one request
             "max_retries": 0,
             "timeout": settings.timeout_s or self.timeout_s,
-            **self.sampling_sent(settings),
+            **self._sampling_body,
         }
         if self.api_base:
             kwargs["api_base"] = self.api_base
@@ -238,12 +238,6 @@ class LiteLLMLM(BaseLM):
             kwargs["extra_headers"] = call_headers(settings)
         return kwargs
 
-    def sampling_sent(self, settings: CallSettings) -> dict[str, Any]:
-        """The model's sampling settings, with the call's temperature winning when it has one."""
-        if settings.temperature is None:
-            return self._sampling_body
-        return {**self._sampling_body, "temperature": settings.temperature}
-
     async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse:
         gate = self._gates.get()
         request = self.request(messages, settings)
@@ -254,7 +248,7 @@ class LiteLLMLM(BaseLM):
         return await call_with_retries(
             f"{self.name} at {self.where}",
             once,
-            refusal_classifier(classify_litellm_error, self.sampling_sent(settings)),
+            refusal_classifier(classify_litellm_error, self._sampling_body),
             policy=self.retry,
             gate=gate,
             limiter=self.limiter,

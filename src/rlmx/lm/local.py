@@ -168,8 +168,6 @@ class LocalLlamaLM(BaseLM):
             "max_tokens": settings.max_output_tokens or self.default_max_tokens,
         }
         kwargs.update(self.sampling.body())
-        if settings.temperature is not None:
-            kwargs["temperature"] = settings.temperature
         with lock:
             result = llm.create_chat_completion(**kwargs)
         choices = result.get("choices") or []

@@ -94,8 +94,7 @@ UsageReader = Callable[[Any], Usage]  # a reply's `usage` object (parsed JSON) -
 class OpenAICompatLM(BaseLM):
     """A model behind an OpenAI-compatible `/chat/completions` endpoint. One client per event loop.
 
-    `sampling` (temperature, top_p, reasoning_effort) goes into every request body under those names;
-    a call's `CallSettings.temperature`, when set, wins for that call."""
+    `sampling` (temperature, top_p, reasoning_effort) goes into every request body under those names."""
 
     concurrency: int  # always known here: requests in flight per event loop
 
@@ -159,8 +158,6 @@ class OpenAICompatLM(BaseLM):
         shards = await self._per_loop.aget()
         est = estimate_message_tokens(messages) + (settings.max_output_tokens or 0)
         sampling = self._sampling_body
-        if settings.temperature is not None:
-            sampling = {**sampling, "temperature": settings.temperature}
 
         async def once(attempt: int) -> LMResponse:
             index = shards.take()

@@ -1,5 +1,5 @@
 """Sampling settings (`temperature`, `top_p`, `reasoning_effort`): a model's own, kept by its provider's
-LM and put into every request body (a `CallSettings.temperature` set by a caller wins for its call).
+LM and put into every request body.
 
 A provider that refuses one answers HTTP 400, which is not retried: `refusal_classifier` turns it into one
 error that says which setting the provider refused (or, when its error does not name one, which ones were
@@ -16,12 +16,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rlmx.errors import ConfigError, InvalidSettings
 
 if TYPE_CHECKING:
-    from rlmx.lm.providers import ProviderRecord
     from rlmx.lm.retry import Classifier, Failure
 
 # every value a provider takes for reasoning_effort (OpenAI: none to xhigh; Anthropic's effort: low to
@@ -105,7 +104,18 @@ def sampling_of(lm: object) -> Sampling:
     return sampling if isinstance(sampling, Sampling) else Sampling()
 
 
-def rejected_by(record: ProviderRecord | None) -> frozenset[str]:
+class ProviderRecordLike(Protocol):
+    """What is read here of a provider's record (`rlmx.lm.providers.ProviderRecord`, which imports this
+    module's neighbours: naming its shape keeps `providers` -> `options` -> `sampling` one-way)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def settings(self) -> Mapping[str, Any]: ...
+
+
+def rejected_by(record: ProviderRecordLike | None) -> frozenset[str]:
     """The request-body fields a provider's record says it refuses: `settings["rejects"]`, and the
     record's `quirks.rejected_params` where records have quirks."""
     if record is None:
@@ -114,7 +124,7 @@ def rejected_by(record: ProviderRecord | None) -> frozenset[str]:
     return frozenset(record.settings.get("rejects", ())) | frozenset(getattr(quirks, "rejected_params", ()))
 
 
-def check_accepted(sampling: Sampling, record: ProviderRecord | None, model: str) -> None:
+def check_accepted(sampling: Sampling, record: ProviderRecordLike | None, model: str) -> None:
     """Refuse, before any request, a sampling setting the provider's record says it rejects
     (`record.settings["rejects"]`, a tuple of request-body names)."""
     refused = [key for key in sampling.body() if key in rejected_by(record)]

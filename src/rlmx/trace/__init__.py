@@ -54,8 +54,6 @@ from rlmx.trace.events import (
 )
 from rlmx.trace.tree import Batch, Cell, RLMNode, Trace, Turn, as_events, build
 
-event_from_record = from_record  # the name this function had before the engine emitted typed events
-
 __all__ = [
     "EVENT_TYPES",
     "Batch",
@@ -84,7 +82,6 @@ __all__ = [
     "Turn",
     "Unknown",
     "build",
-    "event_from_record",
     "excerpt_text",
     "from_record",
     "load",
@@ -122,14 +119,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 def read_events(path: str | Path) -> list[Event]:
     """Every record of a JSONL trace file, read into its event class."""
-    source = Path(path)
-    events: list[Event] = []
-    for number, record in enumerate(read_records(source), 1):
-        try:
-            events.append(from_record(record))
-        except (TypeError, ValueError) as exc:  # e.g. a depth that is not a number
-            raise ConfigError(f"{source}: record {number} is not a valid trace record ({exc})") from exc
-    return events
+    return [from_record(record) for record in read_records(path)]
 
 
 def split_runs(items: Iterable[Event | dict[str, Any]]) -> list[list[Event]]:
