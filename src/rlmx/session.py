@@ -25,7 +25,7 @@ import secrets
 import sys
 import threading
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rlmx.context.context import Context
 from rlmx.context.metadata import stats_of
@@ -38,8 +38,33 @@ from rlmx.errors import InvalidSettings, RLMError
 from rlmx.limits import Limits
 
 if TYPE_CHECKING:
+    from rlmx.engine.profiles import PromptProfile
     from rlmx.engine.result import RunResult
-    from rlmx.rlm import RLM
+    from rlmx.sandbox.base import SandboxFactory
+
+
+class SessionHost(Protocol):
+    """What a session asks of the RLM whose questions it holds (`rlmx.rlm.RLM` is one)."""
+
+    allow_empty_context: bool
+
+    @property
+    def prompt_profile(self) -> PromptProfile: ...
+
+    def open_sandboxes(self) -> SandboxFactory: ...
+
+    async def arun(
+        self,
+        question: str,
+        context: Any = None,
+        *,
+        output: Any = None,
+        session: SessionRun | None = None,
+        run_id: str | None = None,
+        context_note: str | None = None,
+    ) -> RunResult: ...
+
+    async def aclose(self) -> None: ...
 
 T = TypeVar("T")
 UNBOUNDED = Limits(max_llm_calls=sys.maxsize)  # a session without limits of its own still adds up usage
@@ -54,7 +79,7 @@ class AsyncSession:
 
     def __init__(
         self,
-        rlm: RLM,
+        rlm: SessionHost,
         context: Any = None,
         limits: Limits | None = None,
         *,
@@ -224,7 +249,7 @@ class Session:
 
     def __init__(
         self,
-        rlm: RLM,
+        rlm: SessionHost,
         context: Any = None,
         limits: Limits | None = None,
         *,

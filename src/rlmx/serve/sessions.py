@@ -55,7 +55,7 @@ class HeldSession:
     ) -> Any:
         """One question of the session, with this request's progress sink, limits and trace file."""
         async with self.turn:
-            rlm = self.session.rlm
+            rlm: Any = self.session.rlm  # the RLM this session was opened with (rlmx.rlm.RLM)
             rlm.on_event, rlm.limits, rlm.trace = on_event, limits, trace
             return await self.session.aask(
                 question, context, output=output, run_id=run_id, context_note=context_note
