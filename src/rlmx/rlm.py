@@ -6,7 +6,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -272,8 +272,6 @@ class RLM:
             payload = ctx.payload(
                 query=question, prefilter=self.prefilter, note=context_note, cache_dir=search_cache_dir()
             )
-            options = {**payload.options, **tree.repl_options(0)}
-            payload = replace(payload, options={**options, **({"session": True} if session else {})})
         if session:
             session.payload = payload  # the same object every question: workers inherit the zygote's copy
         root = Node(
