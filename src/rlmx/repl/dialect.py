@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)  # one class, made once: its generated methods cost little
 class ReplDialect:
     name: str
     echo_last_expression: bool = True  # a cell's trailing expression is printed (as at a Python prompt)

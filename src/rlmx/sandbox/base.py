@@ -62,7 +62,9 @@ class ExecResult:
     timed_out: bool = False
     duration_s: float = 0.0
     rpc_calls: int = 0
-    variables: list[str] = field(default_factory=list)  # the REPL's plain variables (official profile)
+    variables: list[str] = field(
+        default_factory=list
+    )  # the REPL's plain variables (when the dialect lists them)
 
 
 class Sandbox(Protocol):

@@ -39,8 +39,22 @@ class ProtocolError(ValueError):
 # --- records inside frames -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ReplOptions:
+class Record:
+    """The base of every record here: equality and repr by fields, written once rather than generated
+    per class (the dataclasses are declared with eq=False, repr=False: at the worker's start-up, each
+    generated method costs an `exec`). Records are not changed once made."""
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and _plain_fields(self) == _plain_fields(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({_plain_fields(self)!r})"
+
+
+@dataclass(eq=False, repr=False)
+class ReplOptions(Record):
     """What the engine decides about a REPL: its dialect, the user's tools (specs of host functions and
     plain values, see rlmx.repl.tools), and whether it is a session's (which later gets `put` values)."""
 
@@ -51,8 +65,8 @@ class ReplOptions:
     session: bool = False
 
 
-@dataclass(frozen=True)
-class WorkerSettings:
+@dataclass(eq=False, repr=False)
+class WorkerSettings(Record):
     """A worker's settings, in INIT: the REPL's options and the sandbox's per-cell limits."""
 
     repl: ReplOptions
@@ -60,8 +74,8 @@ class WorkerSettings:
     cell_cpu_s: int = 0  # CPU seconds per cell (0: no limit, the local backend)
 
 
-@dataclass(frozen=True)
-class Rlimits:
+@dataclass(eq=False, repr=False)
+class Rlimits(Record):
     """A worker's resource limits (rlmx.sandbox.isolation.ResourceLimits), in SETUP."""
 
     cpu_s: int
@@ -71,8 +85,8 @@ class Rlimits:
     open_files: int
 
 
-@dataclass(frozen=True)
-class RpcFailure:
+@dataclass(eq=False, repr=False)
+class RpcFailure(Record):
     """Why the host did not answer a request: `budget` (a limit: BudgetExhaustedError in the cell) or
     `error` (SubcallError, or ToolError for a tool)."""
 
@@ -83,8 +97,8 @@ class RpcFailure:
 WorkerIds = Literal["none", "shared", "per-worker"]
 
 
-@dataclass(frozen=True)
-class IsolationReport:
+@dataclass(eq=False, repr=False)
+class IsolationReport(Record):
     """What the zygote could do: namespaces or not, how worker ids are mapped, the host paths visible."""
 
     namespaces: bool
@@ -95,8 +109,8 @@ class IsolationReport:
 # --- frames --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Frame:
+@dataclass(eq=False, repr=False)
+class Frame(Record):
     TYPE: ClassVar[str] = ""
     ATTACHMENTS: ClassVar[frozenset[str]] = frozenset()
 
@@ -107,7 +121,7 @@ class Frame:
 # host -> worker
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class Init(Frame):
     """The first frame to a worker. `context_kind` is a payload kind (rlmx.context.payload) or
     INHERITED: the worker was forked holding the zygote's context; `context_options` are the context's
@@ -121,7 +135,7 @@ class Init(Frame):
     history: list[dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class Exec(Frame):
     TYPE = "exec"
     id: int
@@ -129,14 +143,14 @@ class Exec(Frame):
     history_append: list[dict[str, Any]]  # messages appended to the REPL's `history` before the cell
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class GetVar(Frame):
     TYPE = "get_var"
     id: int
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class RpcResult(Frame):
     """The answer to an RPC: its `result` (any JSON value, passed to the code as it is), or `failure`."""
 
@@ -146,7 +160,7 @@ class RpcResult(Frame):
     failure: RpcFailure | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class Shutdown(Frame):
     TYPE = "shutdown"
 
@@ -154,7 +168,7 @@ class Shutdown(Frame):
 PutKind = Literal["inline-text", "inline-json", "none"]  # files are read by the host first
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class Put(Frame):
     """A session's value put into a live REPL under a reserved name (`context_N`, `history_N`, or
     `history`: the list the current question's messages are mirrored into); the value is attached."""
@@ -171,14 +185,14 @@ class Put(Frame):
 FINAL_KINDS = ("final", "final_var", "answer_dict")
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class Ready(Frame):
     TYPE = "ready"
     pid: int
     context_stats: dict[str, Any] | None  # what the worker loaded (rlmx.context.metadata)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class ExecResult(Frame):
     """A cell's end: its output and error, the answer it gave (`final`: {kind, text | json}), the REPL's
     plain variables (when the dialect lists them), and `restart`: why the worker asks to be replaced."""
@@ -196,7 +210,7 @@ class ExecResult(Frame):
             check_value(self.final, kinds=FINAL_KINDS)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class VarResult(Frame):
     """A variable's value ({text} or {json}), or why it cannot be read."""
 
@@ -212,7 +226,7 @@ class VarResult(Frame):
             check_value(self.value)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class PutResult(Frame):
     TYPE = "put_result"
     id: int
@@ -223,7 +237,7 @@ Method = Literal["llm_query", "llm_query_batched", "rlm_query", "rlm_query_batch
 RPC_METHODS = frozenset(typing.get_args(Method))  # the operations a worker may ask of the host
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class Rpc(Frame):
     """A request of the cell's code. params: llm_query {prompt, model}, llm_query_batched {prompts,
     model}, rlm_query {prompt, model, context}, rlm_query_batched {prompts, model, contexts}, tool {name,
@@ -238,7 +252,7 @@ class Rpc(Frame):
 # host <-> zygote, on the zygote's control socket (see zygote.py)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class Setup(Frame):
     """The zygote's one set-up frame: how to isolate, the workers' limits, and the run's context."""
 
@@ -253,26 +267,26 @@ class Setup(Frame):
     context_options: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class ZygoteReady(Frame):
     TYPE = "zygote_ready"
     isolation: IsolationReport
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class ZygoteFailed(Frame):
     TYPE = "zygote_failed"
     error: str  # it could not load the context or isolate itself
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class Spawn(Frame):
     TYPE = "spawn"
     id: int
     inherit: bool  # the worker keeps the zygote's context
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class Spawned(Frame):
     """The new worker; with it, as SCM_RIGHTS, [to-worker write end, from-worker read end, pidfd?]."""
 
