@@ -306,8 +306,11 @@ class Node:
                 raise RLMError(f"{method} is not available while answering at a limit")
             return await self.subcalls.handle(method, params, exec_id)
 
-        result = await self.repl.execute(code, rpc, append)
-        result.output = with_notes(result.output, self.subcalls.take_notes(exec_id))
+        try:
+            result = await self.repl.execute(code, rpc, append)
+        finally:
+            notes = self.subcalls.take_notes(exec_id)  # the host's notes for this cell's output
+        result.output = with_notes(result.output, notes)
         self.emit(
             Exec(
                 **self.here(),
