@@ -324,6 +324,19 @@ time.sleep(2)
     ends="error",
 )
 attack(
+    "wire-deep-json",
+    "send a frame whose JSON nests 100,000 lists deep (past the parser's recursion limit)",
+    """
+import os, time
+import rlmx.sandbox.wire as wire
+w = llm_query.__self__
+body = b'{"type": "rpc", "id": 1, "params": ' + b'[' * 100_000 + b']' * 100_000 + b'}'
+os.write(w.out_fd, wire.HEADER.pack(len(body), 0) + body)
+time.sleep(2)
+""",
+    ends="error",
+)
+attack(
     "wire-rpc-flood",
     "forge 500 llm_query requests at once, bypassing the worker's one-at-a-time lock",
     """

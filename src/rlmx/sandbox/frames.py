@@ -166,6 +166,7 @@ class Shutdown(Frame):
 
 
 PutKind = Literal["inline-text", "inline-json", "none"]  # files are read by the host first
+PUT_KINDS = frozenset(typing.get_args(PutKind))
 
 
 @dataclass(eq=False, repr=False)

@@ -200,6 +200,8 @@ class LocalSandbox:
 
     async def put(self, name: str, payload: ContextPayload) -> None:
         """A session's value put into the REPL (see ProcessSandbox.put)."""
+        if payload.kind not in frames.PUT_KINDS:
+            raise SandboxError(f"a value put into a live REPL cannot be of kind {payload.kind!r}")
         if name == "history":
             self.history = []
         else:

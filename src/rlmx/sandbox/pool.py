@@ -310,7 +310,7 @@ async def send_frame(sock: socket.socket, frame: frames.Frame, payload: ContextP
 def _zygote_frame(body: bytes) -> frames.Frame:
     try:
         frame, _ = frames.decode(wire.decode_body(body), b"", frames.ZYGOTE_TO_HOST)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ProtocolViolation(f"the sandbox's zygote sent a bad frame: {exc}") from None
     return frame
 

@@ -8,8 +8,7 @@ import asyncio
 import contextlib
 import os
 import time
-import typing
-from typing import Any
+from typing import Any, cast
 
 from rlmx.context.payload import ContextPayload
 from rlmx.errors import BudgetExhausted, ProtocolViolation, RLMError, SandboxError
@@ -112,7 +111,7 @@ class ProcessSandbox:
         """Put a session's value into the REPL under a reserved name (see frames.Put); it is put into
         every worker started after this one too. `history` (an empty list: a new question) is carried
         by INIT instead. A worker found dead is restarted (`restarts` counts it)."""
-        if payload.kind not in typing.get_args(frames.PutKind):
+        if payload.kind not in frames.PUT_KINDS:
             raise SandboxError(f"a value put into a live REPL cannot be of kind {payload.kind!r}")
         if name == "history":
             self.history = []
@@ -128,7 +127,7 @@ class ProcessSandbox:
 
     async def _put(self, name: str, payload: ContextPayload) -> None:
         self.next_id += 1
-        kind = typing.cast(frames.PutKind, payload.kind)
+        kind = cast(frames.PutKind, payload.kind)
         await self._send(frames.Put(self.next_id, name, kind), ("value", payload))
         item = await asyncio.wait_for(self.inbox.get(), self.settings.start_timeout_s)
         if isinstance(item, WorkerGone):
@@ -153,7 +152,7 @@ class ProcessSandbox:
                 await self.inbox.put(frame)
         except asyncio.IncompleteReadError:
             await self.inbox.put(WorkerGone())
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # JSON nested too deep: refused
             await self.inbox.put(Broken(ProtocolViolation(f"REPL worker protocol violation: {exc}")))
 
     async def _send(self, frame: frames.Frame, attachment: tuple[str, ContextPayload] | None = None) -> None:
