@@ -16,6 +16,7 @@ import pytest
 
 from policies import repl
 from rlmx import RLM, SandboxSettings
+from rlmx.engine.subcalls import MAX_NOTES, with_notes
 from rlmx.repl.dialect import OFFICIAL
 from rlmx.sandbox import frames, wire
 from rlmx.testing import ScriptedModel
@@ -206,3 +207,11 @@ def test_what_a_tool_returns_reaches_the_code_unchanged_in_a_run(backend: str) -
     output = str((cell.output or {}).get("text", ""))
     assert output == json.dumps(RETURNED, sort_keys=True) + "\n"
     assert json.loads(output) == RETURNED
+
+
+def test_the_host_adds_its_notes_after_the_cell_s_output_and_bounds_them() -> None:
+    assert with_notes("out", []) == "out"
+    assert with_notes("out", ["a\nb"]) == "out\n[rlmx] a b\n"
+    assert with_notes("", ["x"]) == "[rlmx] x\n"
+    many = with_notes("out\n", [f"n{i}" for i in range(MAX_NOTES + 5)])
+    assert many.count("[rlmx] n") == MAX_NOTES and many.endswith("[rlmx] ... and 5 more notes\n")
