@@ -1,6 +1,6 @@
 """The REPL's side of both dialects (rlmx's FINAL / FINAL_VAR and the official `answer` dict), through
-the real worker: the `answer` dict, FINAL_VAR in code, the official sub-call signatures and the host's
-notes, reserved names put back after every cell, SHOW_VARS returning its listing, and the `official`
+the real worker: the `answer` dict, FINAL_VAR in code, the official sub-call signatures, values shaped
+like the protocol's records passed through unchanged, reserved names put back after every cell, SHOW_VARS returning its listing, and the `official`
 profile. Each sandbox is driven directly with an RPC handler (no model, no engine); every behaviour runs
 on the `local` backend and on the `process` backend, which share the worker's code but not its wire."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -15,8 +16,10 @@ import pytest
 
 from rlmx import SandboxSettings
 from rlmx.context.payload import ContextPayload
+from rlmx.engine.dialect import dialect_named
 from rlmx.sandbox import open_sandboxes
 from rlmx.sandbox.base import ExecResult
+from rlmx.sandbox.frames import ReplOptions
 
 BACKENDS = ["local", "process"]
 CONTEXT = "line one\nline two\nline three"
@@ -40,6 +43,7 @@ def run_cells(
     context: Any = CONTEXT,
     profile: str | None = None,
     reply: Reply | None = None,
+    options: ReplOptions | None = None,
 ) -> Session:
     """Run `cells` in order in one REPL of `backend`; sub-calls are recorded and answered by `reply`
     (default: "reply to <prompt>" for each prompt)."""
@@ -56,12 +60,13 @@ def run_cells(
 
     async def scenario() -> list[ExecResult]:
         payload = ContextPayload.of(context)
+        repl = options or ReplOptions()
         if profile is not None:
-            payload = dataclasses.replace(payload, options={"profile": profile})
+            repl = dataclasses.replace(repl, dialect=dialect_named(profile).repl)
         boxes = open_sandboxes(SandboxSettings(backend=backend))
         box = boxes()
         try:
-            await box.start(payload)
+            await box.start(payload, repl)
             return [await box.execute(code, rpc) for code in cells]
         finally:
             await box.close()
@@ -190,7 +195,7 @@ def test_final_var_of_a_missing_name_raises_and_never_answers_with_the_name(back
     assert session[1].final == {"kind": "final_var", "text": "found"} and session[1].error is None
 
 
-# --- the official call signatures and the host's notes ----------------------------------------------
+# --- the official call signatures and values passed as they are ----------------------------------------------
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -249,29 +254,44 @@ def test_llm_query_keeps_its_signature(backend: str) -> None:
     ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_notes_in_a_reply_are_printed_and_its_value_returned(backend: str) -> None:
-    def reply(method: str, params: dict[str, Any]) -> Any:
-        note = f"model {params['model']!r} is not one of this run's; used the sub-model"
-        if method.endswith("_batched"):
-            return {"value": [f"v-{p}" for p in params["prompts"]], "notes": [note, "second\nnote"]}
-        if params["model"] is None:
-            return {"value": "plain"}
-        return {"value": f"v-{params['prompt']}", "notes": [note]}
+# Values shaped like the protocol's own records: none of them may be read as anything but a value.
+PROTOCOL_SHAPED: list[Any] = [
+    {"value": 42, "notes": ["x"]},
+    {"value": {"value": 1, "notes": []}},
+    {"type": "rpc_result", "id": 1, "ok": False, "error": "forged", "kind": "budget"},
+    {"final": {"kind": "final", "text": "not an answer"}, "ok": True},
+    [{"notes": ["a\nb"], "value": None}, {"type": "exec_result", "id": 0, "output": "", "final": None}],
+    {"attachments": [["context", 3]], "failure": {"kind": "budget", "message": "no"}, "result": None},
+    "[rlmx] not a note",
+    None,
+]
+TOOL_SPEC = {"name": "fetch", "doc": "", "params": [{"name": "i", "kind": "POSITIONAL_OR_KEYWORD"}]}
 
+
+@pytest.mark.parametrize("backend", [*BACKENDS, "process-unisolated"])
+def test_protocol_shaped_values_reach_the_code_unchanged(backend: str) -> None:
+    """What a tool returns reaches the code as it is (no unwrapping, no output lines); a sub-call's
+    reply is its text."""
+
+    def reply(method: str, params: dict[str, Any]) -> Any:
+        if method == "tool":
+            return PROTOCOL_SHAPED[params["args"][0]]
+        return str(PROTOCOL_SHAPED[int(params["prompt"])])
+
+    n = len(PROTOCOL_SHAPED)
     session = run_cells(
         backend,
         [
-            "print('before')\nr = llm_query('a', model='nope')\nprint(r)",
-            "rs = rlm_query_batched(['b', 'c'], 'nope')\nprint(rs)",
-            "print(rlm_query('d'))",
+            f"import json\ngot = [fetch(i) for i in range({n})]\nprint(json.dumps(got, sort_keys=True))",
+            f"print(json.dumps([llm_query(str(i)) for i in range({n})]))",
         ],
         reply=reply,
+        options=ReplOptions(tools=[TOOL_SPEC]),
     )
-    note = "[rlmx] model 'nope' is not one of this run's; used the sub-model"
-    assert session[0].output == f"before\n{note}\nv-a\n"
-    assert session[1].output == f"{note}\n[rlmx] second note\n['v-b', 'v-c']\n"
-    assert session[2].output == "plain\n"
+    assert [r.error for r in session.results] == [None, None]
+    assert json.loads(session[0].output) == PROTOCOL_SHAPED
+    assert session[0].output == json.dumps(PROTOCOL_SHAPED, sort_keys=True) + "\n"  # nothing else printed
+    assert json.loads(session[1].output) == [str(v) for v in PROTOCOL_SHAPED]
 
 
 # --- reserved names ---------------------------------------------------------------------------------
@@ -404,6 +424,6 @@ def test_official_rebind_to_a_ready_dict_and_a_raise_after_ready(backend: str) -
     assert session[1].error is not None and session[1].error.endswith("ValueError: late")
 
 
-def test_an_unknown_profile_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown REPL profile 'bogus'"):
-        only("local", "1", profile="bogus")
+def test_an_unknown_dialect_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown dialect 'bogus'; use one of rlmx, official"):
+        dialect_named("bogus")

@@ -365,7 +365,7 @@ def test_a_dead_zygote_is_started_again() -> None:
         os.killpg(boxes.pool.proc.pid, 9)  # the zygote and everything under it
         await boxes.pool.proc.wait()
         for _ in range(200):  # until the REPL's reader has seen its pipe close (deterministic below)
-            if not box.frames.empty():
+            if not box.inbox.empty():
                 break
             await asyncio.sleep(0.05)
         first = await box.execute("print(len(context))", no_rpc)
@@ -474,10 +474,13 @@ def test_cli_sandbox_option(tmp_path: Path) -> None:
 
 REAP_NESTED = r"""
 import os, socket, time
+from rlmx.sandbox import frames
 from rlmx.sandbox.zygote import Zygote
 
-limits = {"cpu_s": 10, "memory_mb": 100, "processes": 10, "file_mb": 1, "open_files": 10}
-zygote = Zygote(socket.socketpair()[0], {"limits": limits, "scratch_mb": 1}, ids=object())
+limits = frames.Rlimits(cpu_s=10, memory_mb=100, processes=10, file_mb=1, open_files=10)
+setup = frames.Setup(True, limits, scratch_mb=1, staging="", tmp_base="/tmp", context_kind="none",
+                     context_options={})
+zygote = Zygote(socket.socketpair()[0], setup, [], ids=object())
 pids = set()
 for _ in range(2):
     pid = os.fork()

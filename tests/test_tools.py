@@ -160,9 +160,9 @@ def test_arguments_over_the_cap_are_refused_by_the_host_too() -> None:
     """The REPL's own check can be bypassed by model code; the host checks again."""
     code = (
         "worker = [o for o in gc.get_objects() if type(o).__name__ == 'Worker'][0]\n"
-        "try:\n    worker.call('tool', {'name': 'echo', 'args': ['y' * 5000], 'kwargs': {}})\n"
+        "try:\n    worker.rpc('tool', {'name': 'echo', 'args': ['y' * 5000], 'kwargs': {}})\n"
         "except Exception as exc:\n    print('refused:', exc)\n"
-        "try:\n    worker.call('tool', {'name': 'print', 'args': [], 'kwargs': {}})\n"
+        "try:\n    worker.rpc('tool', {'name': 'print', 'args': [], 'kwargs': {}})\n"
         "except Exception as exc:\n    print('refused:', exc)\n"
     )
     _, events, _ = run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -271,11 +271,9 @@ class RLM(RunSpec):
         meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
 
         def make_payload() -> ContextPayload:
-            made = ctx.payload(
+            return ctx.payload(
                 query=question, prefilter=spec.prefilter, note=context_note, cache_dir=search_cache_dir()
             )
-            options = {**made.options, **tree.repl_options(0), **({"session": True} if session else {})}
-            return replace(made, options=options)
 
         # a session's REPL starts once, with the first question's payload (its workers inherit it)
         payload = session.payload_for(make_payload) if session else make_payload()

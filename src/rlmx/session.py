@@ -66,6 +66,7 @@ class SessionHost(Protocol):
 
     async def aclose(self) -> None: ...
 
+
 T = TypeVar("T")
 UNBOUNDED = Limits(max_llm_calls=sys.maxsize)  # a session without limits of its own still adds up usage
 

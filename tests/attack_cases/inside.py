@@ -244,11 +244,11 @@ for path, value in [('/proc/sys/kernel/hostname', 'pwned'), ('/proc/sysrq-trigge
 # --- the protocol and the ledger ---------------------------------------------------------------------
 attack(
     "ledger-tamper-modules",
-    "patch the wire module and hammer the raw RPC from 8 threads to exceed max_llm_calls",
+    "patch the frames module and hammer the raw RPC from 8 threads to exceed max_llm_calls",
     """
 import sys, threading
-import rlmx.sandbox.wire as wire
-wire.RPC_METHODS = frozenset([*wire.RPC_METHODS, 'read_file'])
+import rlmx.sandbox.frames as frames
+frames.RPC_METHODS = frozenset([*frames.RPC_METHODS, 'read_file'])
 sys.modules['rlmx.sandbox.worker'].MAX_PROMPT_CHARS = 10**12
 w = llm_query.__self__
 def hammer():
@@ -311,6 +311,32 @@ time.sleep(2)
     ends="error",
 )
 attack(
+    "wire-malformed-frame",
+    "forge an rpc frame with a field the protocol does not have and an id that is not a number",
+    """
+import time
+import rlmx.sandbox.wire as wire
+w = llm_query.__self__
+wire.write_frame(w.out_fd, {'type': 'rpc', 'id': 'one', 'method': 'llm_query',
+                            'params': {'prompt': 'p', 'model': None}, 'notes': ['forged']})
+time.sleep(2)
+""",
+    ends="error",
+)
+attack(
+    "wire-deep-json",
+    "send a frame whose JSON nests 100,000 lists deep (past the parser's recursion limit)",
+    """
+import os, time
+import rlmx.sandbox.wire as wire
+w = llm_query.__self__
+body = b'{"type": "rpc", "id": 1, "params": ' + b'[' * 100_000 + b']' * 100_000 + b'}'
+os.write(w.out_fd, wire.HEADER.pack(len(body), 0) + body)
+time.sleep(2)
+""",
+    ends="error",
+)
+attack(
     "wire-rpc-flood",
     "forge 500 llm_query requests at once, bypassing the worker's one-at-a-time lock",
     """
@@ -353,7 +379,7 @@ with w.lock:
     wire.write_frame(w.out_fd, {'type': 'rpc', 'id': 10**6, 'method': 'llm_query',
                                 'params': {'prompt': 'y' * 40_000_000, 'model': None}})
     reply, _ = wire.read_frame(w.in_fd)
-print('host said:', reply.get('ok'), str(reply.get('error'))[:200])
+print('host said:', str(reply.get('failure'))[:200])
 """,
     said=("exceeds the window",),
 )

@@ -15,12 +15,13 @@ from rlmx.engine.history import History
 from rlmx.engine.parse import parse_reply, prose_of
 from rlmx.engine.repl_handle import ReplHandle
 from rlmx.engine.result import NodeResult
-from rlmx.engine.subcalls import SubCalls
+from rlmx.engine.subcalls import SubCalls, with_notes
 from rlmx.engine.tree import RunTree
 from rlmx.errors import BudgetExhausted, ModelError, RLMError, SandboxError
 from rlmx.lm.base import BaseLM
 from rlmx.outcomes import LimitReason, Purpose, StopReason
 from rlmx.sandbox.base import ExecResult
+from rlmx.sandbox.frames import ReplOptions
 from rlmx.trace.events import (
     ChildEnd,
     ChildStart,
@@ -97,6 +98,15 @@ class Node:
         """A child RLM (started by a parent's code cell) rather than the run's root."""
         return self.parent_id is not None
 
+    def repl_options(self) -> ReplOptions:
+        """What this RLM's REPL is started with: the dialect's REPL side, the tools of its depth, and
+        whether it is a session's (which later gets the session's values put into it)."""
+        return ReplOptions(
+            dialect=self.tree.profile.dialect.repl,
+            session=self.repl.keep,
+            **self.tree.tools.repl_options(self.depth),
+        )
+
     def emit(self, event: E) -> E:
         return self.tree.emitter.emit(event)
 
@@ -119,7 +129,7 @@ class Node:
             )
         try:
             # The REPL starts (and loads the context) while the first model call is in flight.
-            self.repl.start(self.payload)
+            self.repl.start(self.payload, self.repl_options())
             result = await self._turns()
         except SandboxError as exc:
             result = self._error(str(exc))
@@ -232,7 +242,11 @@ class Node:
             code_failed = code_failed or result.error is not None
             if result.final is not None:
                 answer = from_wire(result.final)
-                if answer.source == "answer_dict" and result.error is not None and profile.dialect == "rlmx":
+                if (
+                    answer.source == "answer_dict"
+                    and result.error is not None
+                    and profile.dialect.rejects_answer_of_failed_block
+                ):
                     notes.append(
                         "Your answer was not accepted because the block that set it raised; fix it first."
                     )
@@ -301,7 +315,11 @@ class Node:
                 raise RLMError(f"{method} is not available while answering at a limit")
             return await self.subcalls.handle(method, params, exec_id)
 
-        result = await self.repl.execute(code, rpc, append)
+        try:
+            result = await self.repl.execute(code, rpc, append)
+        finally:
+            notes = self.subcalls.take_notes(exec_id)  # the host's notes for this cell's output
+        result.output = with_notes(result.output, notes)
         self.emit(
             Exec(
                 **self.here(),

@@ -8,32 +8,32 @@ as each block's output then a `REPL variables: [...]` line, and only ```` ```rep
 template file of your own uses the same placeholders as the built-ins (`{{sub_model}}`,
 `{{sub_window}}`, `{{rlm_query_behaviour}}`, `{{limits}}`, and `{{tools}}` for where the user's tools
 are described: without it they follow the template's text) and the `rlmx` message shapes, or the
-`official` ones when its first line is `<!-- dialect: official -->`. Every run names its profile in the
-trace's `run_start`.
+`official` ones when its first line is `<!-- dialect: official -->`. What a dialect changes is one object
+(`rlmx.engine.dialect`). Every run names its profile in the trace's `run_start`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from rlmx.engine.parse import RUNNABLE
+from rlmx.engine.dialect import DIALECTS, Dialect, error_line, template_dialect
 from rlmx.errors import ConfigError
 from rlmx.limits import Limits
-from rlmx.prompts import fill, load, turn_header
+from rlmx.prompts import fill, load
 from rlmx.sandbox.base import ExecResult
 
+__all__ = ["PromptProfile", "error_line"]  # error_line: rlmx.engine.progress reads it from here
+
 SYSTEM_PROMPT_VERSION = 3  # keep in step with the header of prompts/system.md
-Dialect = Literal["rlmx", "official"]
-BUILT_IN = {"rlmx": "system.md", "official": "official.md"}
-OFFICIAL_RUNNABLE = frozenset({"repl"})
+BUILT_IN = {"rlmx": "system.md", "official": "official.md"}  # a built-in profile's name is its dialect's
 
 
 @dataclass(frozen=True)
 class PromptProfile:
     name: str  # "rlmx", "official", or the template file's path
-    dialect: Dialect
+    dialect: Dialect  # what the profile's messages, fences and answers follow (rlmx.engine.dialect)
     template: str
     append: str = ""  # --system-prompt-append
 
@@ -44,7 +44,7 @@ class PromptProfile:
             return spec
         name = spec or "rlmx"
         if name in BUILT_IN:
-            return cls(name, "official" if name == "official" else "rlmx", load(BUILT_IN[name]), append)
+            return cls(name, DIALECTS[name], load(BUILT_IN[name]), append)
         path = Path(name).expanduser()
         try:
             text = path.read_text(encoding="utf-8")
@@ -53,14 +53,12 @@ class PromptProfile:
                 f"prompt profile {name!r} is neither 'rlmx', 'official' nor a readable template file "
                 f"({exc.strerror or exc})"
             ) from exc
-        dialect: Dialect = "official" if text.startswith("<!-- dialect: official -->") else "rlmx"
-        if text.startswith("<!--"):
-            text = text.split("-->", 1)[1].lstrip("\n")
+        dialect, text = template_dialect(text)
         return cls(str(path), dialect, text, append)
 
     @property
     def runnable(self) -> frozenset[str]:
-        return OFFICIAL_RUNNABLE if self.dialect == "official" else frozenset(RUNNABLE)
+        return self.dialect.runnable
 
     # --- the opening -------------------------------------------------------------------------------
     def system_prompt(
@@ -83,21 +81,11 @@ class PromptProfile:
 
     def opening(self, meta: str, question: str) -> str:
         """The first user message: the question and what the context is."""
-        if self.dialect == "official":
-            return f"Answer the following: {question}\n\n{meta}"
-        return f"{meta}\n\nQuestion: {question}"
+        return self.dialect.opening(meta, question)
 
     def turn_prompt(self, iteration: int, max_iterations: int) -> str | None:
         """The user message before a turn (official only): `Turn i/N:`, the first with a reminder."""
-        if self.dialect != "official":
-            return None
-        body = f"Turn {iteration}/{max_iterations}:"
-        if iteration == 1:
-            return (
-                "You have not looked at the context or used the REPL yet. Look at the context first; "
-                f"do not give a final answer yet.\n\n{body}"
-            )
-        return body
+        return self.dialect.turn_prompt(iteration, max_iterations)
 
     # --- feedback after a turn ---------------------------------------------------------------------
     def feedback(
@@ -111,84 +99,23 @@ class PromptProfile:
         skipped: int,
     ) -> str:
         if skipped:
-            notes = [*notes, skipped_note(skipped, self.dialect)]
-        if self.dialect == "official":
-            return official_feedback(results, notes)
-        parts = [rlmx_block(i, len(results), r) for i, r in enumerate(results, 1)] + notes
-        return turn_header(iteration, max_iterations, calls_left) + "\n" + "\n\n".join(parts)
+            notes = [*notes, self.dialect.skipped_note(skipped)]
+        return self.dialect.feedback(
+            results, notes, iteration=iteration, max_iterations=max_iterations, calls_left=calls_left
+        )
 
     def no_code(self) -> str:
-        if self.dialect == "official":
-            return (
-                "Your reply had no ```repl block. Write code in a ```repl block to explore the context, or "
-                'finish by setting answer["content"] and then answer["ready"] = True in one.'
-            )
-        return (
-            "Your reply had no ```repl code block and no FINAL(...) line. Write code to explore the context, "
-            "or finish with FINAL(answer) / FINAL_VAR(name)."
-        )
+        return self.dialect.no_code()
 
     def forced_final(self, reason: str) -> str:
-        if self.dialect == "official":
-            return (
-                f"The task has reached a limit ({reason}). Give your answer now from what you have found: "
-                'one ```repl block that sets answer["content"] and then answer["ready"] = True. Do not call '
-                "llm_query or rlm_query."
-            )
-        return (
-            f"The run has reached a limit ({reason}). Do not write any more code. Answer the question now "
-            "from what you have found so far, on a line of its own: FINAL(your answer)"
-        )
+        return self.dialect.forced_final(reason)
 
 
-def skipped_note(count: int, dialect: Dialect) -> str:
-    which = "only ```repl blocks run" if dialect == "official" else "only ```repl and ```python blocks run"
-    return f"[{count} code block(s) in another language were not run: {which}]"
-
-
-def rlmx_block(index: int, total: int, result: ExecResult) -> str:
-    label = f"Output of code block {index}/{total}" if total > 1 else "Output"
-    body = result.output.rstrip() or ("(no output)" if result.error is None else "")
-    if result.error:
-        body = (body + "\n" if body else "") + result.error
-    return f"{label}:\n{body}"
-
-
-def official_feedback(results: list[ExecResult], notes: list[str]) -> str:
-    """Each block's output then its error as `Type: message`, then the REPL's variables; a header per
-    block when several ran."""
-    parts = []
-    for index, result in enumerate(results, 1):
-        pieces = [result.output.rstrip()] if result.output.strip() else []
-        if result.error:
-            pieces.append(error_line(result.error))
-        if result.variables:
-            pieces.append(f"REPL variables: {list(result.variables)}")
-        body = "\n\n".join(pieces) if pieces else "No output"
-        header = f"REPL output (block {index}):" if len(results) > 1 else "REPL output:"
-        parts.append(f"{header}\n{body}")
-    return "\n\n".join(parts + notes)
-
-
-def error_line(error: str) -> str:
-    """A traceback's last line (`KeyError: 'x'`): the exception as the official runtime shows it."""
-    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else error
-
-
-def rlm_query_behaviour(depth: int, max_depth: int, dialect: Dialect = "rlmx") -> str:
+def rlm_query_behaviour(depth: int, max_depth: int, dialect: Dialect) -> str:
     if max_depth == 0:
         return "disabled in this run (max_depth=0): sub-calls of any kind raise an error."
     if depth + 1 < max_depth:
-        if dialect == "official":
-            return (
-                f"start a child RLM (depth {depth + 1}) with its own REPL, whose `context` is the prompt you "
-                "give it; use it for sub-tasks that themselves need code."
-            )
-        return (
-            f"start a child RLM (depth {depth + 1}) with its own REPL, whose `context` is the one you pass as "
-            "`context=` (or yours when None); use it for sub-tasks that themselves need code over a large text."
-        )
+        return dialect.rlm_query_child(depth)
     return (
         f"at your depth ({depth}) and max_depth={max_depth} they fall back to plain `llm_query` calls "
         "(a given context is appended to the prompt)."

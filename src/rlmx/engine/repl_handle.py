@@ -9,6 +9,7 @@ from typing import Any
 
 from rlmx.context.payload import ContextPayload
 from rlmx.sandbox.base import ExecResult, RpcHandler, Sandbox
+from rlmx.sandbox.frames import ReplOptions
 
 
 class ReplHandle:
@@ -20,12 +21,12 @@ class ReplHandle:
         self.busy = False  # a cell is running
         self.dropped = 0  # times a kept REPL was stopped mid-cell and started afresh
 
-    def start(self, payload: ContextPayload) -> None:
+    def start(self, payload: ContextPayload, options: ReplOptions | None = None) -> None:
         """Start the REPL (and load the context) without waiting for it; a kept REPL already started
         (or starting) is left as it is."""
         if self.alive or self.starting is not None:
             return
-        self.starting = asyncio.ensure_future(self.sandbox.start(payload))
+        self.starting = asyncio.ensure_future(self.sandbox.start(payload, options))
 
     async def ready(self) -> None:
         """Wait for the start begun by `start`; a failed start raises SandboxError."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from rlmx.context.context import Context
 from rlmx.context.metadata import brief
 from rlmx.context.payload import ContextPayload
+from rlmx.engine.dialect import Dialect
 from rlmx.engine.ledger import Ledger
 from rlmx.engine.repl_handle import ReplHandle
 from rlmx.sandbox.base import SandboxFactory
@@ -62,7 +63,7 @@ class SessionRun:
 
 
 def session_note(
-    *, question: int, contexts: list[dict[str, Any]], histories: int, dialect: str, restarted: bool
+    *, question: int, contexts: list[dict[str, Any]], histories: int, dialect: Dialect, restarted: bool
 ) -> str:
     """The lines a session's question adds to its first message: how many `context_N` and `history_N`
     the REPL holds, what `history` is, and whether the REPL lost its variables since the last question."""
@@ -80,11 +81,7 @@ def session_note(
         lines.append("Contexts in the REPL: 0.")
     if histories:
         names = ", ".join(f"`history_{i}`" for i in range(histories))
-        which = (
-            "`history` is `history_0`"
-            if dialect == "official"
-            else "`history` holds this question's messages"
-        )
+        which = dialect.session_history()
         lines.append(
             f"Earlier questions' message lists (system prompt included) in the REPL: {histories} -- "
             f"{names}; {which}."

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +15,6 @@ from rlmx.engine.tools import ToolRunner
 from rlmx.errors import RLMError
 from rlmx.lm.base import BaseLM, estimate_tokens
 from rlmx.outcomes import Purpose
-from rlmx.tools import TOOL_OPTIONS
 from rlmx.trace.events import BatchEnd, BatchStart, Fallback, ModelSubstituted
 
 if TYPE_CHECKING:
@@ -51,17 +49,22 @@ class SubCalls:
         self.spawn = spawn
         self.children = children
         self.tools = ToolRunner(tree, tree.tools, depth)
+        self.notes: dict[str, list[str]] = {}  # a cell's (by exec id) notes for its output, in order
 
     async def handle(self, method: str, params: dict[str, Any], exec_id: str) -> Any:
-        """One request of the REPL. The reply is the result, or `{"value": result, "notes": [...]}` when
-        the model's code should also be told something (a model it named that this run does not have)."""
+        """One request of the REPL; its result goes to the model's code as it is. What the code should
+        also be told (a model it named that this run does not have) is kept for the cell's output:
+        `take_notes`."""
         if method == "tool":  # one of the user's tools: not a model call, allowed at any max_depth
             return await self.tools.call(params, exec_id)
         if self.tree.limits.max_depth == 0:
             raise RLMError(f"{method} is disabled in this run (max_depth=0): no sub-calls are allowed")
-        lm, notes = self.model_for(params.get("model"), exec_id)
-        result = await self._answer(method, params, exec_id, lm)
-        return {"value": result, "notes": notes} if notes else result
+        lm = self.model_for(params.get("model"), exec_id)
+        return await self._answer(method, params, exec_id, lm)
+
+    def take_notes(self, exec_id: str) -> list[str]:
+        """The notes for the cell `exec_id`'s output, in order, and forget them."""
+        return self.notes.pop(exec_id, [])
 
     async def _answer(self, method: str, params: dict[str, Any], exec_id: str, lm: BaseLM | None) -> Any:
         if method == "llm_query":
@@ -92,23 +95,22 @@ class SubCalls:
             )
         raise RLMError(f"unknown REPL request {method!r}")
 
-    def model_for(self, name: Any, exec_id: str) -> tuple[BaseLM | None, list[str]]:
-        """The run's model called `name` (None: the default), and notes for the code: a name this run
-        does not have is served by the sub-model, said once in the cell's output and in the trace."""
+    def model_for(self, name: Any, exec_id: str) -> BaseLM | None:
+        """The run's model called `name` (None: the default). A name this run does not have is served
+        by the sub-model, said in the trace and in the cell's output (a note)."""
         if not name:
-            return None, []
+            return None
         found = self.tree.models.find(str(name))
         if found is not None:
-            return found, []
+            return found
         used = self.sub_lm.name
         self.tree.emitter.emit(
             ModelSubstituted(parent_id=exec_id, depth=self.depth, requested=str(name), used=used)
         )
-        return None, [f"model {str(name)!r} is not in this run; {used} answered instead"]
-
-    def payload_options(self) -> dict[str, Any]:
-        """What a child's REPL is told beside its context (`RunTree.repl_options` one level down)."""
-        return self.tree.repl_options(self.depth + 1)
+        self.notes.setdefault(exec_id, []).append(
+            f"model {str(name)!r} is not in this run; {used} answered instead"
+        )
+        return None
 
     def batch_width(self, lm: BaseLM | None) -> int:
         """How many calls of a batch are under way at once: twice the model's own concurrency, so a
@@ -186,16 +188,12 @@ class SubCalls:
             if context is not None:
                 prompt = f"{prompt}\n\nContext:\n{context if isinstance(context, str) else json.dumps(context, default=str)}"
             return await self.sub_call(prompt, lm, parent_id, purpose="fallback", batch_id=batch_id)
-        if context is None and self.tree.profile.dialect == "official":
-            context = prompt  # as in the official runtime: a child's context is its prompt
-        if context is None:
+        if context is None and self.tree.profile.dialect.child_context_is_prompt:
+            context = prompt
+        if context is None:  # the parent's own payload: its REPL inherits the zygote's copy
             payload, meta = self.payload, self.meta
-            if self.depth == 0 and self.tree.tools.sub is not self.tree.tools.root:  # sub_tools given
-                kept = {k: v for k, v in payload.options.items() if k not in TOOL_OPTIONS}
-                payload = replace(payload, options={**kept, **self.payload_options()})
         else:
             payload, meta = ContextPayload.of(context), describe(context)
-            payload = replace(payload, options={**payload.options, **self.payload_options()})
         async with self.children:
             result = await self.spawn(prompt, payload, meta, parent_id, batch_id, lm)
         if not result.answer.given:
@@ -248,3 +246,17 @@ def as_prompts(value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
         raise RLMError("prompts must be a list of strings")
     return value
+
+
+MAX_NOTES = 20  # a cell's notes shown; the host adds them, so the worker's output cap does not bound them
+
+
+def with_notes(output: str, notes: list[str]) -> str:
+    """A cell's output with the host's notes after it, one `[rlmx] <note>` line each."""
+    if not notes:
+        return output
+    lines = ["[rlmx] " + " ".join(note.splitlines()) for note in notes[:MAX_NOTES]]
+    if len(notes) > MAX_NOTES:
+        lines.append(f"[rlmx] ... and {len(notes) - MAX_NOTES} more notes")
+    gap = "\n" if output and not output.endswith("\n") else ""
+    return output + gap + "\n".join(lines) + "\n"

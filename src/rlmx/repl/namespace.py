@@ -8,8 +8,9 @@ over it (`peek`, `grep`, `partition`, `search`, `count_tokens`, `Match`), the ho
 kept here too, for the worker to report after the cell; so are the reserved names, put back after every
 cell if the code rebound them.
 
-Two profiles: "rlmx" (the default) and "official" (the dialect of the official RLM runtime). Under
-"official" `answer` is reserved too, and the worker does not echo a cell's trailing expression.
+What differs between the prompt dialects (`rlmx`, the default, and `official`, the official RLM
+runtime's) comes as a `ReplDialect` record of behaviours (`rlmx.repl.dialect`): e.g. whether `answer` is
+reserved too, and whether the worker echoes a cell's trailing expression.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ import re
 from typing import Any, Protocol
 
 from rlmx.repl import helpers, search, tokens
+from rlmx.repl.dialect import RLMX, ReplDialect
 from rlmx.repl.textview import TextView
 
-PROFILES = ("rlmx", "official")
-
 # The names the REPL provides and puts back after every cell (with `context_N` / `history_N` when
-# present, and `answer` under the official profile). `ctx` is not one: models reuse that name freely.
+# present, and `answer` when the dialect reserves it). `ctx` is not one: models reuse that name freely.
 RESERVED = frozenset(
     "context llm_query llm_query_batched rlm_query rlm_query_batched peek grep partition "
     "SHOW_VARS FINAL FINAL_VAR history count_tokens search Match".split()
@@ -86,7 +86,7 @@ class ReplNamespace:
         self.names: dict[str, Any] = {}
         # set by FINAL / FINAL_VAR: {"kind": "final" | "final_var", "text" | "json": ...}
         self.final: dict[str, Any] | None = None
-        self.profile = "rlmx"
+        self.dialect = RLMX
         self.answer: dict[str, Any] = {"content": "", "ready": False}  # the REPL's own `answer` dict
         self.reserved: dict[str, Any] = {}  # reserved name -> the object it must keep
         self.mirror: list[dict[str, Any]] = []  # the list the host's messages are appended to
@@ -100,17 +100,15 @@ class ReplNamespace:
         history: list[dict[str, Any]],
         host: HostCalls,
         cache_dir: str | None = None,
-        profile: str = "rlmx",
+        dialect: ReplDialect = RLMX,
         tools: dict[str, Any] | None = None,
         session: bool = False,
     ) -> None:
         """Give the cells their names. `view` is `context`'s text view; `cache_dir` is where `search` may
-        keep its index (None: in memory); `profile` is "rlmx" or "official"; `tools` are the user's
+        keep its index (None: in memory); `dialect` is what the prompt dialect changes here; `tools` are the user's
         (stubs of host functions and copies of values), reserved like the REPL's own names; `session`:
         the REPL of a session, whose later values the host adds with `put`."""
-        if profile not in PROFILES:
-            raise ValueError(f"unknown REPL profile {profile!r}; use one of {', '.join(PROFILES)}")
-        self.profile = profile
+        self.dialect = dialect
         self.cache_dir = cache_dir
         self.mirror = history
         bound = self._context_names(context, view)
@@ -142,7 +140,7 @@ class ReplNamespace:
             for name, value in self.names.items()
             if name in RESERVED or NUMBERED.fullmatch(name) or name in (tools or {})
         }
-        if profile == "official":
+        if dialect.answer_reserved:
             self.reserved["answer"] = self.answer
 
     def bind_context(self, context: Any, view: TextView) -> None:
@@ -166,14 +164,14 @@ class ReplNamespace:
 
     def put(self, name: str, value: Any) -> None:
         """A value the host puts into a live REPL (a session): `context_N` (`context_0` also becomes
-        `context`), `history_N` (under the official profile `history_0` is also `history`), or
+        `context`), `history_N` (`history_0` is also `history` when the dialect says so), or
         `history`: the list this question's messages are mirrored into from now on. Each is reserved:
         put back after every cell if the code rebinds it."""
         if name == "history":
             if not isinstance(value, list):
                 raise TypeError("history must be a list of messages")
             self.mirror = value
-            if not (self.profile == "official" and "history_0" in self.reserved):
+            if not (self.dialect.history_is_first and "history_0" in self.reserved):
                 self._reserve("history", value)
             return
         if NUMBERED.fullmatch(name) is None:
@@ -181,7 +179,7 @@ class ReplNamespace:
         self._reserve(name, value)
         if name == "context_0":
             self.bind_context(value, text_view(value))
-        elif name == "history_0" and self.profile == "official":
+        elif name == "history_0" and self.dialect.history_is_first:
             self._reserve("history", value)
 
     def _reserve(self, name: str, value: Any) -> None:
@@ -220,7 +218,7 @@ class ReplNamespace:
 
     def variable_names(self) -> list[str]:
         """The names of the variables the cells made that hold plain values (text, numbers, lists,
-        dicts, tuples): the `REPL variables: [...]` line of the official profile's feedback."""
+        dicts, tuples): the `REPL variables: [...]` line of the official dialect's feedback."""
         plain = (str, int, float, bool, list, dict, tuple)
         return [
             key
@@ -240,12 +238,12 @@ class ReplNamespace:
         """The answer a cell gave through the `answer` dict: {"kind": "answer_dict", "text" | "json": ...}
         when `answer` is a dict whose "ready" is true (the REPL's own dict or one the code bound to the
         name), else None. Its "ready" goes back to False, so an answer the host turns down does not end
-        the next cell again. Under the official profile a dict with a "ready" key bound to `answer`
+        the next cell again. When the dialect reserves `answer`, a dict with a "ready" key bound to it
         becomes the contents of the REPL's own dict (the name itself is put back by restore_reserved)."""
         current = self.names.get("answer")
         if not isinstance(current, dict) or "ready" not in current:
             return None
-        if self.profile == "official" and current is not self.answer:
+        if self.dialect.answer_reserved and current is not self.answer:
             self.answer.clear()
             self.answer.update(current)
             self.names["answer"] = current = self.answer

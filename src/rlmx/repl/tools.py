@@ -1,7 +1,7 @@
 """The REPL's side of the user's tools: a stub per host function, with the function's name, signature
 and docstring, whose calls go to the host; and the signature's text, shared with the host's prompt.
 
-A tool is described by a plain JSON spec the host sends in INIT (`rlmx.tools` builds it):
+A tool is described by a plain JSON spec the host sends in INIT's settings (`rlmx.tools` builds it):
 `{"name", "doc", "params": [{"name", "kind", "annotation"?, "default"?}], "returns"?}` where `kind` is
 an `inspect.Parameter` kind's name and `annotation` / `default` are texts (the default's repr). The stub
 checks the arguments against that signature before anything crosses the wire; the host then checks
@@ -58,17 +58,18 @@ def signature_text(spec: dict[str, Any]) -> str:
     return f"{spec['name']}{signature_of(spec)}"
 
 
-def repl_tools(options: dict[str, Any], send: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
-    """The names the user's tools add to the REPL, from INIT's `context_options`: a stub per host
-    function (with `ToolError`, what a failed call raises), and a copy of each plain value (its own,
-    even in the local backend, where the host's object is at hand)."""
-    max_bytes = int(options.get("tool_max_bytes") or 1_000_000)
-    names: dict[str, Any] = {
-        str(spec["name"]): make_stub(spec, send, max_bytes) for spec in options.get("tools") or []
-    }
+def repl_tools(
+    specs: list[dict[str, Any]],
+    values: dict[str, Any],
+    max_bytes: int,
+    send: Callable[[dict[str, Any]], Any],
+) -> dict[str, Any]:
+    """The names the user's tools add to the REPL (from INIT's settings): a stub per host function
+    (with `ToolError`, what a failed call raises), and a copy of each plain value (its own, even in the
+    local backend, where the host's object is at hand)."""
+    names: dict[str, Any] = {str(spec["name"]): make_stub(spec, send, max_bytes) for spec in specs}
     if names:
         names["ToolError"] = ToolError
-    values = options.get("tool_values") or {}
     return {**names, **(json.loads(json.dumps(values)) if values else {})}
 
 

@@ -8,9 +8,11 @@ from typing import Any, Protocol
 
 from rlmx.context.payload import ContextPayload
 from rlmx.errors import InvalidSettings
+from rlmx.sandbox.frames import ReplOptions
 
-# An RPC handler answers the worker's requests (llm_query & co.). It returns a JSON-able result, or
-# raises BudgetExhausted / ModelError, which the worker sees as an exception in the model's code.
+# An RPC handler answers the worker's requests (llm_query & co.). It returns a JSON-able result, which
+# reaches the model's code as it is, or raises BudgetExhausted / another RLMError, which the model's
+# code sees as an exception.
 RpcHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
@@ -60,14 +62,16 @@ class ExecResult:
     timed_out: bool = False
     duration_s: float = 0.0
     rpc_calls: int = 0
-    notes: list[str] = field(default_factory=list)
-    variables: list[str] = field(default_factory=list)  # the REPL's plain variables (official profile)
+    variables: list[str] = field(
+        default_factory=list
+    )  # the REPL's plain variables (when the dialect lists them)
 
 
 class Sandbox(Protocol):
     """A REPL holding the context. Implementations: ProcessSandbox (default), LocalSandbox (unsafe)."""
 
-    async def start(self, payload: ContextPayload) -> None: ...
+    # `options`: the REPL's dialect, the user's tools, whether it is a session's (None: the defaults)
+    async def start(self, payload: ContextPayload, options: ReplOptions | None = None) -> None: ...
 
     async def execute(
         self, code: str, rpc: RpcHandler, history_append: list[dict[str, Any]] | None = None

@@ -21,9 +21,9 @@ from typing import Any, TextIO
 
 from rlmx.context.payload import ContextPayload, load_payload
 from rlmx.errors import BudgetExhausted, RLMError, SandboxError
-from rlmx.sandbox import wire
+from rlmx.sandbox import frames
 from rlmx.sandbox.base import ExecResult, RpcHandler, SandboxSettings
-from rlmx.sandbox.process import RESTART_NOTE
+from rlmx.sandbox.process import RESTART_NOTE, var_reply
 from rlmx.sandbox.worker import BudgetExhaustedError, CappedWriter, SubcallError, Worker
 
 _routes: dict[int, CappedWriter] = {}  # thread id -> the capture of the cell that thread runs
@@ -76,10 +76,10 @@ class LocalWorker(Worker):
         self.rpc_changed = asyncio.Event()
         self.thread_id = 0
 
-    def rpc(self, method: str, params: dict[str, Any]) -> Any:
+    def rpc(self, method: frames.Method, params: dict[str, Any]) -> Any:
         if not self.in_cell or self.handler is None:
             raise RuntimeError(f"{method} can only be called while a cell is running")
-        if method not in wire.RPC_METHODS:
+        if method not in frames.RPC_METHODS:
             raise RuntimeError(f"unknown REPL request {method!r}")
         started = time.monotonic()
         self.rpc_active += 1
@@ -111,25 +111,23 @@ class LocalSandbox:
     def __init__(self, settings: SandboxSettings | None = None) -> None:
         self.settings = settings or SandboxSettings(backend="local")
         self.payload = ContextPayload("none")
+        self.options = frames.ReplOptions()
         self.history: list[dict[str, Any]] = []
         self.worker: LocalWorker | None = None
         self.executor: ThreadPoolExecutor | None = None
         self.restarts = 0
         self.extras: dict[str, ContextPayload] = {}  # a session's values, put into every new REPL
 
-    async def start(self, payload: ContextPayload) -> None:
+    async def start(self, payload: ContextPayload, options: frames.ReplOptions | None = None) -> None:
         _install_router()
         self.payload = payload
+        self.options = options or frames.ReplOptions()
         self._new_worker()
 
     def _new_worker(self) -> None:
         worker = LocalWorker(asyncio.get_running_loop())
-        init = {
-            "context_kind": self.payload.kind,
-            "context_options": self.payload.options,
-            "history": list(self.history),
-            "output_chars": self.settings.output_chars,
-        }
+        settings = frames.WorkerSettings(self.options, self.settings.output_chars, cell_cpu_s=0)
+        init = frames.Init(self.payload.kind, self.payload.options, settings, list(self.history))
         worker.init(init, self.payload.data())
         for name, payload in self.extras.items():
             worker.repl.put(name, load_payload(payload).value)
@@ -166,7 +164,7 @@ class LocalSandbox:
         return result
 
     async def _stop_cell(
-        self, cell: asyncio.Future[dict[str, Any]], worker: LocalWorker, started: float, budget: float
+        self, cell: asyncio.Future[frames.ExecResult], worker: LocalWorker, started: float, budget: float
     ) -> ExecResult:
         message = f"TimeoutError: the cell ran longer than {budget:g} s and was stopped"
         ctypes.pythonapi.PyThreadState_SetAsyncExc(
@@ -191,17 +189,19 @@ class LocalSandbox:
         )
 
     @staticmethod
-    def _result(reply: dict[str, Any], started: float) -> ExecResult:
+    def _result(reply: frames.ExecResult, started: float) -> ExecResult:
         return ExecResult(
-            output=str(reply.get("output", "")),
-            error=reply.get("error"),
-            final=reply.get("final"),
+            output=reply.output,
+            error=reply.error,
+            final=reply.final,
             duration_s=time.monotonic() - started,
-            variables=list(reply.get("variables") or []),
+            variables=list(reply.variables),
         )
 
     async def put(self, name: str, payload: ContextPayload) -> None:
         """A session's value put into the REPL (see ProcessSandbox.put)."""
+        if payload.kind not in frames.PUT_KINDS:
+            raise SandboxError(f"a value put into a live REPL cannot be of kind {payload.kind!r}")
         if name == "history":
             self.history = []
         else:
@@ -212,7 +212,7 @@ class LocalSandbox:
     async def get_var(self, name: str) -> dict[str, Any]:
         if self.worker is None:
             raise SandboxError("the sandbox is not running")
-        return self.worker.get_var(name)
+        return var_reply(self.worker.get_var(name))
 
     async def close(self) -> None:
         if self.executor is not None:

@@ -17,14 +17,16 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-import rlmx
 from rlmx.context.payload import ContextPayload
 from rlmx.errors import ProtocolViolation, SandboxError, SandboxUnavailable
-from rlmx.sandbox import wire
+from rlmx.sandbox import frames, wire
 from rlmx.sandbox.base import SandboxSettings
 from rlmx.sandbox.isolation import SIMULATE_ENV
+
+# the folder rlmx is imported from (src/rlmx/sandbox/pool.py -> src): the workers' PYTHONPATH
+SRC_ROOT = Path(__file__).resolve().parents[2]
 
 REDUCED_ISOLATION_HINT = (
     "to run model code with reduced isolation, pass --sandbox process-unisolated "
@@ -35,7 +37,7 @@ REDUCED_ISOLATION_HINT = (
 def worker_env(home: str) -> dict[str, str]:
     """The zygote's (and so every worker's) whole environment: what Python needs, no keys, tokens,
     secrets or proxies."""
-    src_root = str(Path(rlmx.__file__).resolve().parent.parent)
+    src_root = str(SRC_ROOT)
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": home,
@@ -107,7 +109,7 @@ class WorkerPool:
         self.errlog: IO[bytes] | None = None
         self.lock = asyncio.Lock()
         self.next_id = 0
-        self.isolation: dict[str, Any] = {}
+        self.isolation: frames.IsolationReport | None = None  # what the zygote said it could do
         self.starts = 0
         self.serving = False  # the zygote said READY: it reads requests (SHUTDOWN among them) now
         self.spawning: set[asyncio.Future[tuple[WorkerHandle, bool]]] = set()
@@ -142,22 +144,21 @@ class WorkerPool:
         self.sock = parent
         s = self.settings
         payload = self.root_payload
-        setup = {
-            "type": wire.SETUP,
-            "isolated": self.isolated,
-            "limits": {
-                "cpu_s": s.worker_cpu_s,
-                "memory_mb": s.memory_mb,
-                "processes": s.max_processes,
-                "file_mb": s.max_file_mb,
-                "open_files": s.max_open_files,
-            },
-            "scratch_mb": s.scratch_mb,
-            "staging": staging,
-            "tmp_base": tmp_base,
-            "context_kind": payload.kind,
-            "context_options": payload.options,
-        }
+        setup = frames.Setup(
+            isolated=self.isolated,
+            limits=frames.Rlimits(
+                cpu_s=s.worker_cpu_s,
+                memory_mb=s.memory_mb,
+                processes=s.max_processes,
+                file_mb=s.max_file_mb,
+                open_files=s.max_open_files,
+            ),
+            scratch_mb=s.scratch_mb,
+            staging=staging,
+            tmp_base=tmp_base,
+            context_kind=payload.kind,
+            context_options=payload.options,
+        )
         try:
             await send_frame(parent, setup, payload)
             reply, fds = await asyncio.wait_for(self._recv(), s.start_timeout_s)
@@ -170,16 +171,15 @@ class WorkerPool:
                 with contextlib.suppress(OSError):
                     os.rmdir(staging)
         _close_all(fds)
-        if reply.get("type") == wire.ZYGOTE_FAILED:
+        if isinstance(reply, frames.ZygoteFailed):
             await self._stop()
-            error = str(reply.get("error"))
-            if error.startswith("cannot isolate"):
-                raise SandboxUnavailable(f"{error}; {REDUCED_ISOLATION_HINT}")
-            raise SandboxError(error)
-        if reply.get("type") != wire.ZYGOTE_READY:
+            if reply.error.startswith("cannot isolate"):
+                raise SandboxUnavailable(f"{reply.error}; {REDUCED_ISOLATION_HINT}")
+            raise SandboxError(reply.error)
+        if not isinstance(reply, frames.ZygoteReady):
             await self._stop()
-            raise ProtocolViolation(f"the sandbox's zygote answered setup with {str(reply)[:200]}")
-        self.isolation = dict(reply.get("isolation") or {})
+            raise ProtocolViolation(f"the sandbox's zygote answered setup with {reply.TYPE!r}")
+        self.isolation = reply.isolation
         self.serving = True
 
     def stderr_tail(self) -> str:
@@ -188,8 +188,9 @@ class WorkerPool:
         self.errlog.seek(0)
         return self.errlog.read()[-2000:].decode("utf-8", "replace").strip()
 
-    async def _recv(self) -> tuple[dict[str, Any], list[int]]:
-        """One frame from the zygote, and the file descriptors that came with it."""
+    async def _recv(self) -> tuple[frames.Frame, list[int]]:
+        """One frame from the zygote, and the file descriptors that came with it (ProtocolViolation:
+        not a frame the zygote may send)."""
         assert self.sock is not None
         buf, fds = bytearray(), list[int]()
         try:
@@ -200,7 +201,7 @@ class WorkerPool:
                     if blob_len or len(buf) > end:
                         raise ProtocolViolation("the sandbox's zygote sent more than one reply")
                     if len(buf) == end:
-                        return wire.decode_body(bytes(buf[wire.HEADER.size :])), fds
+                        return _zygote_frame(bytes(buf[wire.HEADER.size :])), fds
                 await wait_readable(self.sock.fileno())
                 try:
                     data, new_fds, _, _ = socket.recv_fds(self.sock, 65536, 4)
@@ -218,7 +219,7 @@ class WorkerPool:
         if self.sock is not None:
             if self.serving:
                 with contextlib.suppress(OSError):
-                    self.sock.sendall(wire.encode({"type": wire.SHUTDOWN}))
+                    self.sock.sendall(frames.encode(frames.Shutdown()))
             self.sock.close()
             self.sock = None
         if self.proc is not None:
@@ -274,16 +275,14 @@ class WorkerPool:
     async def _spawn(self, inherit: bool) -> WorkerHandle:
         assert self.sock is not None
         self.next_id += 1
-        request = {"type": wire.SPAWN, "id": self.next_id, "inherit": inherit}
-        await asyncio.get_running_loop().sock_sendall(self.sock, wire.encode(request))
+        request = frames.Spawn(self.next_id, inherit)
+        await asyncio.get_running_loop().sock_sendall(self.sock, frames.encode(request))
         reply, fds = await asyncio.wait_for(self._recv(), self.settings.start_timeout_s)
-        if reply.get("type") != wire.SPAWNED or reply.get("id") != self.next_id or len(fds) not in (2, 3):
+        if not isinstance(reply, frames.Spawned) or reply.id != self.next_id or len(fds) not in (2, 3):
             _close_all(fds)
-            raise ProtocolViolation(f"the sandbox's zygote answered spawn with {str(reply)[:200]}")
+            raise ProtocolViolation(f"the sandbox's zygote answered spawn with {reply.TYPE!r}")
         to_worker, from_worker, pidfd = (*fds, -1) if len(fds) == 2 else fds
-        return WorkerHandle(
-            int(reply["pid"]), pidfd, to_worker, from_worker, workdir=str(reply.get("workdir") or "")
-        )
+        return WorkerHandle(reply.pid, pidfd, to_worker, from_worker, workdir=reply.workdir)
 
     async def close(self) -> None:
         """Stop the zygote and with it every worker. A spawn still under way (a REPL whose run ended
@@ -298,12 +297,22 @@ class WorkerPool:
             self.errlog = None
 
 
-async def send_frame(sock: socket.socket, message: dict[str, Any], payload: ContextPayload) -> None:
-    """One frame whose blob is the payload, sent in slices: a 40 MB context is never copied whole."""
+async def send_frame(sock: socket.socket, frame: frames.Frame, payload: ContextPayload) -> None:
+    """One frame with the payload attached as `context`, sent in slices: a 40 MB context is never
+    copied whole."""
     loop = asyncio.get_running_loop()
-    await loop.sock_sendall(sock, wire.encode_header(message, payload.size()))
+    size = payload.size()
+    await loop.sock_sendall(sock, frames.encode_header(frame, [("context", size)] if size else []))
     for piece in payload.pieces():
         await loop.sock_sendall(sock, piece)
+
+
+def _zygote_frame(body: bytes) -> frames.Frame:
+    try:
+        frame, _ = frames.decode(wire.decode_body(body), b"", frames.ZYGOTE_TO_HOST)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ProtocolViolation(f"the sandbox's zygote sent a bad frame: {exc}") from None
+    return frame
 
 
 def _settle(future: asyncio.Future[None]) -> None:

@@ -1,5 +1,6 @@
 """The host side of a REPL worker: get it from the run's zygote, feed it cells, answer its RPCs,
-restart it when it dies or runs too long. Everything the worker sends is checked against the protocol."""
+restart it when it dies or runs too long. Everything the worker sends is checked against the protocol
+(`rlmx.sandbox.frames`: the frame types a worker may send, their fields; here: the ids they answer)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,18 @@ import asyncio
 import contextlib
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 from rlmx.context.payload import ContextPayload
 from rlmx.errors import BudgetExhausted, ProtocolViolation, RLMError, SandboxError
-from rlmx.sandbox import wire
+from rlmx.sandbox import frames, wire
 from rlmx.sandbox.base import ExecResult, RpcHandler, SandboxSettings
+from rlmx.sandbox.inbox import Broken, CellClock, Inbound, RpcDone, WorkerGone
 from rlmx.sandbox.pool import WorkerHandle, WorkerPool, worker_env
 
 __all__ = ["RESTART_NOTE", "ProcessSandbox", "ProcessSandboxes", "worker_env"]
 
 RESTART_NOTE = "the REPL was restarted; variables were lost; `context` is loaded again"
-_EOF = object()
 BLOB_CHUNK = 1 << 20
 MAX_ACTIVE_RPCS = 64  # a worker's own code sends one request at a time; many at once is forged
 
@@ -45,9 +46,10 @@ class ProcessSandbox:
         self.own_pool = pool is None
         self.pool = pool or WorkerPool(self.settings, isolated=self.settings.backend != "process-unisolated")
         self.payload = ContextPayload("none")
+        self.options = frames.ReplOptions()
         self.history: list[dict[str, Any]] = []
         self.handle: WorkerHandle | None = None
-        self.frames: asyncio.Queue[Any] = asyncio.Queue()
+        self.inbox: asyncio.Queue[Inbound] = asyncio.Queue()
         self.reader_task: asyncio.Task[None] | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.next_id = 0
@@ -60,44 +62,29 @@ class ProcessSandbox:
         self.extras: dict[str, ContextPayload] = {}
 
     # --- life cycle ---------------------------------------------------------------------------------
-    async def start(self, payload: ContextPayload) -> None:
+    async def start(self, payload: ContextPayload, options: frames.ReplOptions | None = None) -> None:
         self.payload = payload
+        self.options = options or frames.ReplOptions()
         await self._spawn()
 
     async def _spawn(self) -> None:
         self.handle, self.inherited = await self.pool.spawn(self.payload)
         self.generation += 1
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=2**20)
-        await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader),
-            os.fdopen(self.handle.from_worker, "rb", buffering=0),
-        )
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, os.fdopen(self.handle.to_worker, "wb", buffering=0)
-        )
-        self.writer = asyncio.StreamWriter(transport, protocol, None, loop)
-        self.frames = asyncio.Queue()
-        self.reader_task = asyncio.create_task(self._read_frames(reader))
-        init = {
-            "type": wire.INIT,
-            "context_kind": wire.INHERITED if self.inherited else self.payload.kind,
-            "context_options": self.payload.options,
-            "history": self.history,
-            "output_chars": self.settings.output_chars,
-            "cell_cpu_s": self.settings.cell_cpu_s,
-        }
+        await self._connect(self.handle)
+        settings = frames.WorkerSettings(self.options, self.settings.output_chars, self.settings.cell_cpu_s)
+        kind = frames.INHERITED if self.inherited else self.payload.kind
+        init = frames.Init(kind, self.payload.options, settings, self.history)
         try:
-            await self._send(init, None if self.inherited else self.payload)
-            ready = await asyncio.wait_for(self.frames.get(), self.settings.start_timeout_s)
+            await self._send(init, None if self.inherited else ("context", self.payload))
+            ready: Any = await asyncio.wait_for(self.inbox.get(), self.settings.start_timeout_s)
         except (asyncio.TimeoutError, ConnectionError, BrokenPipeError) as exc:
             ready = exc
-        if not (isinstance(ready, dict) and ready.get("type") == wire.READY):
+        if not isinstance(ready, frames.Ready):
             detail = self.pool.stderr_tail()
             await self._kill()
             raise SandboxError(f"REPL worker failed to start: {detail or ready!r}")
-        self.pid = int(ready.get("pid", 0)) or None
-        self.context_stats = ready.get("context_stats")  # what the worker loaded (rlmx.context.metadata)
+        self.pid = ready.pid or None
+        self.context_stats = ready.context_stats  # what the worker loaded (rlmx.context.metadata)
         try:
             for name, payload in self.extras.items():
                 await self._put(name, payload)
@@ -105,10 +92,27 @@ class ProcessSandbox:
             await self._kill()
             raise SandboxError(f"REPL worker failed to take the session's values: {exc}") from exc
 
+    async def _connect(self, handle: WorkerHandle) -> None:
+        """Streams on the worker's two pipes, and a fresh inbox its frames are read into."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=2**20)
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader),
+            os.fdopen(handle.from_worker, "rb", buffering=0),
+        )
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(handle.to_worker, "wb", buffering=0)
+        )
+        self.writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        self.inbox = asyncio.Queue()
+        self.reader_task = asyncio.create_task(self._read_frames(reader))
+
     async def put(self, name: str, payload: ContextPayload) -> None:
-        """Put a session's value into the REPL under a reserved name (see wire.PUT); it is put into
+        """Put a session's value into the REPL under a reserved name (see frames.Put); it is put into
         every worker started after this one too. `history` (an empty list: a new question) is carried
         by INIT instead. A worker found dead is restarted (`restarts` counts it)."""
+        if payload.kind not in frames.PUT_KINDS:
+            raise SandboxError(f"a value put into a live REPL cannot be of kind {payload.kind!r}")
         if name == "history":
             self.history = []
         else:
@@ -123,22 +127,20 @@ class ProcessSandbox:
 
     async def _put(self, name: str, payload: ContextPayload) -> None:
         self.next_id += 1
-        await self._send(
-            {"type": wire.PUT, "id": self.next_id, "name": name, "context_kind": payload.kind}, payload
-        )
-        item = await asyncio.wait_for(self.frames.get(), self.settings.start_timeout_s)
-        if item is _EOF:
+        kind = cast(frames.PutKind, payload.kind)
+        await self._send(frames.Put(self.next_id, name, kind), ("value", payload))
+        item = await asyncio.wait_for(self.inbox.get(), self.settings.start_timeout_s)
+        if isinstance(item, WorkerGone):
             raise EOFError("the REPL worker is gone")
-        if (
-            not isinstance(item, dict)
-            or item.get("type") != wire.PUT_RESULT
-            or item.get("id") != self.next_id
-        ):
-            raise ProtocolViolation(f"REPL worker answered put with {str(item)[:200]}")
-        if not item.get("ok"):
-            raise SandboxError(f"the REPL could not take {name}: {item.get('error')}")
+        if isinstance(item, Broken):
+            raise item.error
+        if not isinstance(item, frames.PutResult) or item.id != self.next_id:
+            raise ProtocolViolation(f"REPL worker answered put with {_what(item)}")
+        if item.error is not None:
+            raise SandboxError(f"the REPL could not take {name}: {item.error}")
 
     async def _read_frames(self, reader: asyncio.StreamReader) -> None:
+        """The worker's frames, checked, into the inbox; then WorkerGone or Broken, and nothing more."""
         try:
             while True:
                 header = await reader.readexactly(wire.HEADER.size)
@@ -146,20 +148,24 @@ class ProcessSandbox:
                 message = wire.decode_body(await reader.readexactly(json_len))
                 if blob_len:
                     raise ValueError("a worker may not send binary blobs")
-                if message["type"] not in wire.WORKER_TO_HOST:
-                    raise ValueError(f"a worker may not send {message['type']!r}")
-                await self.frames.put(message)
+                frame, _ = frames.decode(message, b"", frames.WORKER_TO_HOST)
+                await self.inbox.put(frame)
         except asyncio.IncompleteReadError:
-            await self.frames.put(_EOF)
-        except (ValueError, UnicodeDecodeError) as exc:
-            await self.frames.put(ProtocolViolation(f"REPL worker protocol violation: {exc}"))
+            await self.inbox.put(WorkerGone())
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # JSON nested too deep: refused
+            await self.inbox.put(Broken(ProtocolViolation(f"REPL worker protocol violation: {exc}")))
 
-    async def _send(self, message: dict[str, Any], payload: ContextPayload | None = None) -> None:
+    async def _send(self, frame: frames.Frame, attachment: tuple[str, ContextPayload] | None = None) -> None:
+        """A frame, with a payload attached under a name; a large context goes in pieces, never copied
+        whole into any buffer."""
         assert self.writer is not None
-        size = payload.size() if payload is not None else 0
-        self.writer.write(wire.encode(message) if not size else wire.encode_header(message, size))
-        if payload is not None and size:
-            for piece in payload.pieces(BLOB_CHUNK):  # no copy of a large context, whole, in any buffer
+        size = attachment[1].size() if attachment is not None else 0
+        if not size:
+            self.writer.write(frames.encode(frame))
+        else:
+            assert attachment is not None
+            self.writer.write(frames.encode_header(frame, [(attachment[0], size)]))
+            for piece in attachment[1].pieces(BLOB_CHUNK):
                 self.writer.write(piece)
                 await self.writer.drain()
         await self.writer.drain()
@@ -183,7 +189,7 @@ class ProcessSandbox:
     async def close(self) -> None:
         if self.handle is not None and self.writer is not None:
             with contextlib.suppress(ConnectionError, BrokenPipeError):
-                await self._send({"type": wire.SHUTDOWN})
+                await self._send(frames.Shutdown())
         await self._kill()
         if self.own_pool:
             await self.pool.close()
@@ -196,144 +202,150 @@ class ProcessSandbox:
             raise SandboxError("the sandbox is not running")
         note = await self._died_between_cells()
         self.next_id += 1
-        exec_id = self.next_id
-        self.history.extend(history_append or [])
-        started = time.monotonic()
-        request = {"type": wire.EXEC, "id": exec_id, "code": code, "history_append": history_append or []}
+        request = frames.Exec(self.next_id, code, history_append or [])
+        self.history.extend(request.history_append)
+        cell = CellClock(request.id, self.settings.cell_timeout_s)
+        note = await self._send_exec(request) or note
+        try:
+            return await self._run(cell, rpc, note)
+        finally:
+            cell.cancel()
+
+    async def _send_exec(self, request: frames.Exec) -> str:
+        """Send the cell; a worker that died just now (before the reader saw it go) is restarted and
+        the cell sent to the new one. Returns the note saying so, or ""."""
         try:
             await self._send(request)
-        except (ConnectionError, BrokenPipeError):  # it died just now, before the reader saw it go
+        except (ConnectionError, BrokenPipeError):
             note = await self._died_between_cells(gone=True)
             await self._send(request)
-        budget, used, rpc_calls = self.settings.cell_timeout_s, 0.0, 0
-        active: dict[int, asyncio.Task[None]] = {}
-        # Time spent in sub-calls is not the cell's own -- until a request is refused: from then on all
-        # time counts, so a loop of refused requests cannot hold the cell open for ever.
-        charged = False
+            return note
+        return ""
+
+    async def _run(self, cell: CellClock, rpc: RpcHandler, note: str) -> ExecResult:
+        """Answer the cell's requests until its result comes, its time is up, or its worker dies."""
+        while True:
+            item = await self._next(cell)
+            if item is None:
+                why = f"TimeoutError: the cell ran longer than {cell.budget:g} s and was stopped"
+                return await self._stopped(cell, why, timed_out=True)
+            if isinstance(item, WorkerGone):
+                return await self._stopped(cell, "the REPL process died while running this cell")
+            if isinstance(item, Broken):
+                raise item.error
+            if isinstance(item, RpcDone):
+                cell.active.pop(item.id, None)
+                cell.charged = cell.charged or item.refused
+            elif isinstance(item, frames.Rpc):
+                self._start_rpc(cell, item, rpc)
+            elif isinstance(item, frames.ExecResult) and item.id == cell.exec_id:
+                return await self._finished(cell, item, note)
+            else:
+                raise ProtocolViolation(f"REPL worker sent an unexpected {_what(item)}")
+
+    async def _next(self, cell: CellClock) -> Inbound | None:
+        """The next thing in the inbox, or None when the cell's time ran out first."""
+        t0, paused = time.monotonic(), cell.paused
         try:
-            while True:
-                t0 = time.monotonic()
-                paused = bool(active) and not charged
-                timeout = None if paused else max(0.0, budget - used)
-                try:
-                    item = await asyncio.wait_for(self.frames.get(), timeout)
-                except asyncio.TimeoutError:
-                    _cancel(active)
-                    await self.restart()
-                    return ExecResult(
-                        output="",
-                        error=f"TimeoutError: the cell ran longer than {budget:g} s and was stopped; {RESTART_NOTE}",
-                        restarted=True,
-                        timed_out=True,
-                        duration_s=time.monotonic() - started,
-                        rpc_calls=rpc_calls,
-                    )
-                if not paused:
-                    used += time.monotonic() - t0
-                if item is _EOF:
-                    _cancel(active)
-                    await self.restart()
-                    return ExecResult(
-                        output="",
-                        error=f"the REPL process died while running this cell; {RESTART_NOTE}",
-                        restarted=True,
-                        duration_s=time.monotonic() - started,
-                        rpc_calls=rpc_calls,
-                    )
-                if isinstance(item, BaseException):
-                    raise item
-                if isinstance(item, tuple):  # ("rpc_done", id, refused)
-                    active.pop(item[1], None)
-                    charged = charged or item[2]
-                    continue
-                kind = item["type"]
-                if kind == wire.RPC:
-                    rid = item.get("id")
-                    if (
-                        not isinstance(rid, int)
-                        or rid in active
-                        or item.get("method") not in wire.RPC_METHODS
-                        or len(active) >= MAX_ACTIVE_RPCS
-                    ):
-                        raise ProtocolViolation(f"REPL worker sent a bad request: {str(item)[:200]}")
-                    rpc_calls += 1
-                    active[rid] = asyncio.create_task(self._answer(rid, item, rpc, self.generation))
-                elif kind == wire.EXEC_RESULT and item.get("id") == exec_id:
-                    result = ExecResult(
-                        output=str(item.get("output", "")),
-                        error=item.get("error"),
-                        final=item.get("final"),
-                        duration_s=time.monotonic() - started,
-                        rpc_calls=rpc_calls,
-                        variables=list(item.get("variables") or []),
-                    )
-                    if note:
-                        result.output, result.restarted = f"{note}\n{result.output}", True
-                    if item.get("restart"):  # the worker asks for it (threads it cannot stop)
-                        _cancel(active)
-                        await self.restart()
-                        result.error = f"{result.error or ''}; {RESTART_NOTE}".lstrip("; ")
-                        result.restarted = True
-                    return result
-                else:
-                    raise ProtocolViolation(f"REPL worker sent an unexpected {kind!r} (id {item.get('id')})")
-        finally:
-            _cancel(active)
+            item = await asyncio.wait_for(self.inbox.get(), cell.timeout())
+        except asyncio.TimeoutError:
+            return None
+        if not paused:
+            cell.used += time.monotonic() - t0
+        return item
+
+    def _start_rpc(self, cell: CellClock, request: frames.Rpc, rpc: RpcHandler) -> None:
+        if request.id in cell.active or len(cell.active) >= MAX_ACTIVE_RPCS:
+            raise ProtocolViolation(f"REPL worker sent a bad request: {request.method} {request.id}")
+        cell.rpc_calls += 1
+        cell.active[request.id] = asyncio.create_task(self._answer(request, rpc, self.generation))
+
+    async def _stopped(self, cell: CellClock, why: str, *, timed_out: bool = False) -> ExecResult:
+        """The cell's worker was lost (its time was up, or it died): a new one is started."""
+        cell.cancel()
+        await self.restart()
+        return ExecResult(
+            output="",
+            error=f"{why}; {RESTART_NOTE}",
+            restarted=True,
+            timed_out=timed_out,
+            duration_s=cell.elapsed(),
+            rpc_calls=cell.rpc_calls,
+        )
+
+    async def _finished(self, cell: CellClock, reply: frames.ExecResult, note: str) -> ExecResult:
+        result = ExecResult(
+            output=reply.output,
+            error=reply.error,
+            final=reply.final,
+            duration_s=cell.elapsed(),
+            rpc_calls=cell.rpc_calls,
+            variables=list(reply.variables),
+        )
+        if note:
+            result.output, result.restarted = f"{note}\n{result.output}", True
+        if reply.restart:  # the worker asks for it (threads it cannot stop)
+            cell.cancel()
+            await self.restart()
+            result.error = f"{result.error or ''}; {RESTART_NOTE}".lstrip("; ")
+            result.restarted = True
+        return result
 
     async def _died_between_cells(self, *, gone: bool = False) -> str:
         """A worker that died while idle (e.g. threads it left running used up its CPU allowance) is
         restarted before the next cell, which then runs in the new REPL; the model is told."""
         if not gone:
-            if self.frames.empty():
+            if self.inbox.empty():
                 return ""
-            item = self.frames.get_nowait()
-            if isinstance(item, BaseException):
-                raise item
-            if item is not _EOF:
-                raise ProtocolViolation(f"REPL worker sent {str(item)[:200]} between cells")
+            item = self.inbox.get_nowait()
+            if isinstance(item, Broken):
+                raise item.error
+            if not isinstance(item, WorkerGone):
+                raise ProtocolViolation(f"REPL worker sent {_what(item)} between cells")
         await self.restart()
         return f"[the REPL process ended after the previous cell (code it left running); {RESTART_NOTE}]"
 
-    async def _answer(self, rid: int, request: dict[str, Any], rpc: RpcHandler, generation: int) -> None:
-        params = request.get("params")
+    async def _answer(self, request: frames.Rpc, rpc: RpcHandler, generation: int) -> None:
         try:
-            if not isinstance(params, dict):
-                raise ProtocolViolation("rpc params must be an object")
-            result = await rpc(str(request["method"]), params)
-            reply: dict[str, Any] = {"ok": True, "result": result}
+            reply = frames.RpcResult(request.id, await rpc(request.method, request.params))
         except BudgetExhausted as exc:
-            reply = {"ok": False, "kind": "budget", "error": str(exc)}
+            reply = frames.RpcResult(request.id, failure=frames.RpcFailure("budget", str(exc)))
         except RLMError as exc:
-            reply = {"ok": False, "kind": "error", "error": str(exc)}
+            reply = frames.RpcResult(request.id, failure=frames.RpcFailure("error", str(exc)))
         except Exception as exc:  # a bug in the host's handler: loud, never a silent hang
-            await self.frames.put(exc)
+            await self.inbox.put(Broken(exc))
             return
         if generation != self.generation:
             return  # the worker that asked was replaced meanwhile: the new one must not get this
         # done before the reply is written: a worker that never reads its replies must not stop the
         # cell's clock (the timeout then restarts it)
-        await self.frames.put(("rpc_done", rid, not reply["ok"]))
+        await self.inbox.put(RpcDone(request.id, reply.failure is not None))
         try:
-            await self._send({"type": wire.RPC_RESULT, "id": rid, **reply})
+            await self._send(reply)
         except (ConnectionError, BrokenPipeError):
             pass  # the worker is gone; execute() sees the EOF and restarts it
 
     async def get_var(self, name: str) -> dict[str, Any]:
+        """The variable's value as the worker encodes it: {"ok": True, "text" | "json": ...}, or
+        {"ok": False, "error": ...}."""
         if self.handle is None:
             raise SandboxError("the sandbox is not running")
         self.next_id += 1
-        await self._send({"type": wire.GET_VAR, "id": self.next_id, "name": name})
-        item = await asyncio.wait_for(self.frames.get(), self.settings.cell_timeout_s)
-        if (
-            not isinstance(item, dict)
-            or item.get("type") != wire.VAR_RESULT
-            or item.get("id") != self.next_id
-        ):
-            raise ProtocolViolation(f"REPL worker answered get_var with {str(item)[:200]}")
-        return item
+        await self._send(frames.GetVar(self.next_id, name))
+        item = await asyncio.wait_for(self.inbox.get(), self.settings.cell_timeout_s)
+        if not isinstance(item, frames.VarResult) or item.id != self.next_id:
+            raise ProtocolViolation(f"REPL worker answered get_var with {_what(item)}")
+        return var_reply(item)
 
 
-def _cancel(tasks: dict[int, asyncio.Task[None]]) -> None:
-    for task in tasks.values():
-        task.cancel()
-    tasks.clear()
+def var_reply(item: frames.VarResult) -> dict[str, Any]:
+    if item.value is None:
+        return {"ok": False, "error": item.error}
+    return {"ok": True, **item.value}
+
+
+def _what(item: Inbound) -> str:
+    """A short description of what came, for a protocol violation's message."""
+    if isinstance(item, frames.Frame):
+        return f"{item.TYPE!r} (id {getattr(item, 'id', None)})"
+    return type(item).__name__

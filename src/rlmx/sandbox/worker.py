@@ -1,10 +1,10 @@
 """The REPL worker: runs model-written code next to the context, in its own process.
 
 Forked by the run's zygote (`rlmx.sandbox.zygote`, which calls `serve_forked`); the `local` backend
-runs one inside the host (`rlmx.sandbox.local`). It talks to the host only through the wire protocol
-on its two pipes. It never holds API keys and never calls a model itself: every `llm_query` is a
-request to the host, which decides (ledger, limits) whether to make the call. What the model's code
-can use is put together by `rlmx.repl.namespace`.
+runs one inside the host (`rlmx.sandbox.local`). It talks to the host only through the typed frames
+of `rlmx.sandbox.frames` on its two pipes. It never holds API keys and never calls a model itself:
+every `llm_query` is a request to the host, which decides (ledger, limits) whether to make the call.
+What the model's code can use is put together by `rlmx.repl.namespace`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from rlmx.repl.namespace import ReplNamespace, check_model_name, encode_value, restored_note, text_view
 from rlmx.repl.textview import TextView
-from rlmx.sandbox import wire
+from rlmx.sandbox import frames
 from rlmx.sandbox.capture import CappedWriter, short_traceback
 
 MAX_PROMPT_CHARS = 16_000_000
@@ -79,7 +79,7 @@ class Worker:
         self.cell_cpu_s = 0  # 0: no per-cell CPU limit (the local backend)
         self.is_fork = False  # this process is a fork made by the model's code, not the worker
         self.context_stats: dict[str, Any] | None = None  # the context's shape and size, for READY
-        self.cell_out: CappedWriter | None = None  # the running cell's output (the host's notes go there)
+        self.cell_out: CappedWriter | None = None  # the running cell's output (the worker's notes go there)
 
     # --- RPC to the host -----------------------------------------------------------------------
     def forked(self) -> None:
@@ -91,7 +91,8 @@ class Worker:
         self.in_fd = self.out_fd = -1
         self.is_fork = True
 
-    def rpc(self, method: str, params: dict[str, Any]) -> Any:
+    def rpc(self, method: frames.Method, params: dict[str, Any]) -> Any:
+        """Ask the host and wait: its result as it sent it, or its refusal raised in the cell."""
         if self.is_fork:
             raise RuntimeError(f"{method} cannot be called from a process forked in the REPL")
         if not self.in_cell:
@@ -99,16 +100,18 @@ class Worker:
         with self.lock:
             self.next_rpc += 1
             rid = self.next_rpc
-            wire.write_frame(self.out_fd, {"type": wire.RPC, "id": rid, "method": method, "params": params})
-            message, _ = wire.read_frame(self.in_fd)
-        if message.get("type") != wire.RPC_RESULT or message.get("id") != rid:
-            raise SystemExit(f"protocol violation: expected rpc_result {rid}, got {message.get('type')}")
-        if message.get("ok"):
-            return message.get("result")
-        error = str(message.get("error", "sub-call failed"))
-        if message.get("kind") == "budget":
-            raise BudgetExhaustedError(error)
-        raise SubcallError(error)
+            frames.write(self.out_fd, frames.Rpc(rid, method, params))
+            try:
+                reply, _ = frames.read(self.in_fd, frames.HOST_TO_WORKER)
+            except frames.ProtocolError as exc:
+                raise SystemExit(f"protocol violation: {exc}") from None
+        if not isinstance(reply, frames.RpcResult) or reply.id != rid:
+            raise SystemExit(f"protocol violation: expected rpc_result {rid}, got {reply.TYPE}")
+        if reply.failure is None:
+            return reply.result
+        if reply.failure.kind == "budget":
+            raise BudgetExhaustedError(reply.failure.message)
+        raise SubcallError(reply.failure.message)
 
     @staticmethod
     def _prompt(prompt: Any) -> str:
@@ -120,17 +123,6 @@ class Worker:
             )
         return text
 
-    def call(self, method: str, params: dict[str, Any]) -> Any:
-        """A sub-call's result. The host may answer with the plain result or with {"value": result,
-        "notes": [line, ...]}: each note is then written to the cell's output as "[rlmx] <note>"."""
-        reply = self.rpc(method, params)
-        if isinstance(reply, dict) and "value" in reply and set(reply) <= {"value", "notes"}:
-            notes = reply.get("notes") or []
-            for note in notes if isinstance(notes, list) else [notes]:
-                self.note(str(note))
-            return reply["value"]
-        return reply
-
     def note(self, text: str) -> None:
         """One line of rlmx's own in the running cell's output."""
         out = self.cell_out
@@ -138,18 +130,18 @@ class Worker:
             out.write("[rlmx] " + " ".join(text.splitlines()) + "\n")
 
     def llm_query(self, prompt: Any, model: str | None = None) -> str:
-        return str(self.call("llm_query", {"prompt": self._prompt(prompt), "model": model}))
+        return str(self.rpc("llm_query", {"prompt": self._prompt(prompt), "model": model}))
 
     def llm_query_batched(self, prompts: Any, model: str | None = None) -> list[str]:
         items = [self._prompt(p) for p in list(prompts)]
         if sum(len(p) for p in items) > MAX_PROMPT_CHARS * 2:
             raise ValueError("batch too large to send at once; split it into several batches")
-        return [str(r) for r in self.call("llm_query_batched", {"prompts": items, "model": model})]
+        return [str(r) for r in self.rpc("llm_query_batched", {"prompts": items, "model": model})]
 
     def rlm_query(self, prompt: Any, model: str | None = None, context: Any = None) -> str:
         model = check_model_name("rlm_query", model)
         params = {"prompt": self._prompt(prompt), "model": model, "context": context}
-        return str(self.call("rlm_query", params))
+        return str(self.rpc("rlm_query", params))
 
     def rlm_query_batched(self, prompts: Any, model: str | None = None, contexts: Any = None) -> list[str]:
         model = check_model_name("rlm_query_batched", model)
@@ -158,58 +150,53 @@ class Worker:
         if ctxs is not None and len(ctxs) != len(items):
             raise ValueError(f"rlm_query_batched: {len(items)} prompts but {len(ctxs)} contexts")
         params = {"prompts": items, "model": model, "contexts": ctxs}
-        return [str(r) for r in self.call("rlm_query_batched", params)]
+        return [str(r) for r in self.rpc("rlm_query_batched", params)]
 
     # --- set-up and cells ----------------------------------------------------------------------
-    def init(self, message: dict[str, Any], blob: bytes) -> None:
-        kind = message.get("context_kind")
-        options = message.get("context_options") or {}
-        if kind == wire.INHERITED:
+    def init(self, frame: frames.Init, blob: bytes) -> None:
+        if frame.context_kind == frames.INHERITED:
             if INHERITED is None:
                 raise SystemExit("protocol violation: this worker holds no inherited context")
             context, view = INHERITED
             self.context_stats = CONTEXT_STATS
         else:
-            loaded = _load_payload(kind, blob, options)
+            loaded = _load_payload(frame.context_kind, blob, frame.context_options)
             context, self.context_stats = loaded.value, loaded.stats
             view = text_view(context)
-        self.output_chars = int(message.get("output_chars", 20_000))
-        self.cell_cpu_s = int(message.get("cell_cpu_s", 0))
-        history = list(message.get("history", []))
+        settings = frame.settings
+        self.output_chars = settings.output_chars
+        self.cell_cpu_s = settings.cell_cpu_s
         self.repl.fill(
             context,
             view,
-            history=history,
+            history=list(frame.history),
             host=self,
-            cache_dir=options.get("cache_dir"),
-            profile=str(options.get("profile") or "rlmx"),
-            tools=self.tools(options),
-            session=bool(options.get("session")),
+            cache_dir=frame.context_options.get("cache_dir"),
+            dialect=settings.repl.dialect,
+            tools=self.tools(settings.repl),
+            session=settings.repl.session,
         )
 
-    def put(self, message: dict[str, Any], blob: bytes) -> dict[str, Any]:
-        """A session's value put into this live REPL (wire.PUT); files never come this way."""
-        kind = str(message.get("context_kind") or "none")
+    def put(self, frame: frames.Put, blob: bytes) -> str | None:
+        """A session's value put into this live REPL (frames.Put): None, or why it could not be."""
         try:
-            if kind not in ("inline-text", "inline-json", "none"):
-                raise ValueError(f"a value put into a live REPL cannot be of kind {kind!r}")
-            self.repl.put(str(message.get("name")), _load_payload(kind, blob, {}).value)
+            self.repl.put(frame.name, _load_payload(frame.context_kind, blob, {}).value)
         except (ValueError, TypeError) as exc:
-            return {"ok": False, "error": str(exc)}
-        return {"ok": True}
+            return str(exc)
+        return None
 
-    def tools(self, options: dict[str, Any]) -> dict[str, Any]:
+    def tools(self, options: frames.ReplOptions) -> dict[str, Any]:
         """The user's tools (see rlmx.repl.tools); a REPL without any never imports that module."""
-        if not options.get("tools") and not options.get("tool_values"):
+        if not options.tools and not options.tool_values:
             return {}
         from rlmx.repl.tools import repl_tools
 
-        return repl_tools(options, self.tool_call)
+        return repl_tools(options.tools, options.tool_values, options.tool_max_bytes, self.tool_call)
 
     def tool_call(self, params: dict[str, Any]) -> Any:
         """A stub's call, already checked in the REPL: its failure is the cell's ToolError."""
         try:
-            return self.call("tool", params)
+            return self.rpc("tool", params)
         except SubcallError as exc:
             from rlmx.repl.tools import ToolError
 
@@ -245,7 +232,7 @@ class Worker:
     def disarm_cpu_limit(self) -> None:
         self.arm_cpu_limit(in_cell=False)
 
-    def run_cell(self, code: str) -> dict[str, Any]:
+    def run_cell(self, code: str, exec_id: int = 0) -> frames.ExecResult:
         """Run one cell. Its result: the output, the error, and the answer it gave (`final`): FINAL /
         FINAL_VAR's if it called one, else the `answer` dict's when the cell left it ready -- reported
         even when the cell then raised (the host decides). Reserved names the code rebound are put
@@ -260,7 +247,7 @@ class Worker:
         self.in_cell = True
         try:
             tree = ast.parse(code, "<cell>", "exec")
-            echo = self.repl.profile != "official"  # the official runtime shows no trailing expression
+            echo = self.repl.dialect.echo_last_expression
             last = tree.body[-1] if echo and tree.body and isinstance(tree.body[-1], ast.Expr) else None
             if last is not None:
                 tree.body.pop()
@@ -283,12 +270,11 @@ class Worker:
         if problem:
             error = f"{error}\n{problem}" if error else problem
         self.cell_out = None
-        result: dict[str, Any] = {"output": out.render(), "error": error, "final": final}
-        if self.repl.profile == "official":  # its feedback lists the variables after each block
-            result["variables"] = self.repl.variable_names()
+        variables = self.repl.variable_names() if self.repl.dialect.list_variables else []
+        restart = None
         if cpu_stopped and threading.active_count() > 1:  # its threads would go on burning CPU
-            result["restart"] = "threads the code started were still running"
-        return result
+            restart = "threads the code started were still running"
+        return frames.ExecResult(exec_id, out.render(), error, final, variables, restart)
 
     def after_cell(self) -> tuple[dict[str, Any] | None, str | None]:
         """The cell's answer (FINAL / FINAL_VAR first, they were explicit; else a ready `answer` dict),
@@ -316,40 +302,42 @@ class Worker:
         os.ftruncate(self.fd_capture, 0)
         return data.decode("utf-8", "replace")
 
-    def get_var(self, name: str) -> dict[str, Any]:
+    def get_var(self, name: str, var_id: int = 0) -> frames.VarResult:
         names = self.repl.names
         if name not in names:
-            return {"ok": False, "error": f"no variable named {name!r} in the REPL"}
-        return {"ok": True, **encode_value(names[name])}
+            return frames.VarResult(var_id, None, f"no variable named {name!r} in the REPL")
+        return frames.VarResult(var_id, encode_value(names[name]), None)
 
     def serve(self) -> None:
-        message, blob = wire.read_frame(self.in_fd)
-        if message.get("type") != wire.INIT:
+        try:
+            self._serve()
+        except frames.ProtocolError as exc:  # the host's frames are the host's: a bug, said loudly
+            raise SystemExit(f"protocol violation: {exc}") from None
+
+    def _serve(self) -> None:
+        frame, attached = frames.read(self.in_fd, frames.HOST_TO_WORKER)
+        if not isinstance(frame, frames.Init):
             raise SystemExit("protocol violation: first frame must be init")
-        self.init(message, blob)
-        del blob
-        wire.write_frame(
-            self.out_fd, {"type": wire.READY, "pid": os.getpid(), "context_stats": self.context_stats}
-        )
+        self.init(frame, attached.get("context", b""))
+        del attached
+        frames.write(self.out_fd, frames.Ready(os.getpid(), self.context_stats))
         while True:
-            message, blob = wire.read_frame(self.in_fd)
-            kind = message.get("type")
-            if kind == wire.EXEC:
-                self.repl.extend_history(message.get("history_append") or [])
-                result = self.run_cell(str(message.get("code", "")))
+            frame, attached = frames.read(self.in_fd, frames.HOST_TO_WORKER)
+            if isinstance(frame, frames.Exec):
+                self.repl.extend_history(frame.history_append)
+                result = self.run_cell(frame.code, frame.id)
                 if self.is_fork:
                     os._exit(0)
-                wire.write_frame(self.out_fd, {"type": wire.EXEC_RESULT, "id": message["id"], **result})
-            elif kind == wire.GET_VAR:
-                reply = self.get_var(str(message.get("name")))
-                wire.write_frame(self.out_fd, {"type": wire.VAR_RESULT, "id": message["id"], **reply})
-            elif kind == wire.PUT:
-                reply = self.put(message, blob)
-                wire.write_frame(self.out_fd, {"type": wire.PUT_RESULT, "id": message["id"], **reply})
-            elif kind == wire.SHUTDOWN:
+                frames.write(self.out_fd, result)
+            elif isinstance(frame, frames.GetVar):
+                frames.write(self.out_fd, self.get_var(frame.name, frame.id))
+            elif isinstance(frame, frames.Put):
+                error = self.put(frame, attached.get("value", b""))
+                frames.write(self.out_fd, frames.PutResult(frame.id, error))
+            elif isinstance(frame, frames.Shutdown):
                 return
             else:
-                raise SystemExit(f"protocol violation: unexpected {kind!r}")
+                raise SystemExit(f"protocol violation: unexpected {frame.TYPE!r}")
 
 
 def _capture_fds() -> int:

@@ -30,18 +30,23 @@ import tempfile
 import traceback
 from typing import Any
 
-from rlmx.sandbox import isolation, rootfs, wire, worker
+from rlmx.sandbox import frames, isolation, rootfs, worker
 
 
 class Zygote:
-    def __init__(self, ctrl: socket.socket, config: dict[str, Any], ids: isolation.IdMap | None) -> None:
+    def __init__(
+        self, ctrl: socket.socket, setup: frames.Setup, bound: list[str], ids: isolation.IdMap | None
+    ) -> None:
         self.ctrl = ctrl
-        self.config = config
+        self.setup = setup
         self.ids = ids  # None: not isolated
-        self.limits = isolation.ResourceLimits(**config["limits"])
-        self.scratch_mb = int(config["scratch_mb"])
+        limits = setup.limits
+        self.limits = isolation.ResourceLimits(
+            limits.cpu_s, limits.memory_mb, limits.processes, limits.file_mb, limits.open_files
+        )
+        self.scratch_mb = setup.scratch_mb
         # parts of the view under /tmp (a venv or checkout there), which each worker's own /tmp would hide
-        self.under_tmp = [p for p in config.get("bound", []) if p.startswith("/tmp/")]
+        self.under_tmp = [p for p in bound if p.startswith("/tmp/")]
         self.pidns_fd = -1
         self.spawned = 0
         self.children: set[int] = set()
@@ -59,20 +64,22 @@ class Zygote:
         try:
             while True:
                 try:
-                    message, _ = wire.read_frame(self.ctrl.fileno())
+                    message, _ = frames.read(self.ctrl.fileno(), frames.HOST_TO_ZYGOTE)
                 except EOFError:
                     return
-                if message["type"] == wire.SPAWN:
+                except frames.ProtocolError as exc:
+                    raise SystemExit(f"rlmx zygote: protocol violation: {exc}") from None
+                if isinstance(message, frames.Spawn):
                     # no reaping until the new child's pidfd is open: its pid cannot be reused meanwhile
                     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
                     try:
                         self.spawn(message)
                     finally:
                         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-                elif message["type"] == wire.SHUTDOWN:
+                elif isinstance(message, frames.Shutdown):
                     return
                 else:
-                    raise SystemExit(f"rlmx zygote: protocol violation: unexpected {message['type']!r}")
+                    raise SystemExit(f"rlmx zygote: protocol violation: unexpected {message.TYPE!r}")
         finally:
             self.kill_all()
 
@@ -125,10 +132,10 @@ class Zygote:
                 self._killpg(pid)
 
     # --- workers ------------------------------------------------------------------------------------
-    def spawn(self, message: dict[str, Any]) -> None:
+    def spawn(self, message: frames.Spawn) -> None:
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
-        workdir = "" if self.isolated else tempfile.mkdtemp(prefix="rlmx-repl-", dir=self.config["tmp_base"])
+        workdir = "" if self.isolated else tempfile.mkdtemp(prefix="rlmx-repl-", dir=self.setup.tmp_base)
         uid = self._next_uid()
         if self.isolated:
             isolation.unshare(isolation.CLONE_NEWPID)
@@ -152,9 +159,9 @@ class Zygote:
         fds = [to_worker_w, from_worker_r]
         if hasattr(os, "pidfd_open"):  # Linux: the host kills exactly this process, never a reused pid
             fds.append(os.pidfd_open(pid))
-        reply = {"type": wire.SPAWNED, "id": message.get("id"), "pid": pid, "workdir": workdir}
+        reply = frames.Spawned(message.id, pid, workdir)
         try:
-            socket.send_fds(self.ctrl, [wire.encode(reply)], fds)
+            socket.send_fds(self.ctrl, [frames.encode(reply)], fds)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -213,11 +220,12 @@ class Zygote:
 
 
 def _fail(ctrl: socket.socket, error: str) -> None:
-    ctrl.sendall(wire.encode({"type": wire.ZYGOTE_FAILED, "error": error}))
+    ctrl.sendall(frames.encode(frames.ZygoteFailed(error)))
 
 
-def _isolate(ctrl: socket.socket, config: dict[str, Any]) -> isolation.IdMap | None:
-    """Enter the run's namespaces. Returns in the zygote (pid 1); the original process only waits."""
+def _isolate(ctrl: socket.socket, setup: frames.Setup, bound: list[str]) -> isolation.IdMap | None:
+    """Enter the run's namespaces. Returns in the zygote (pid 1), with the host paths of its view in
+    `bound`; the original process only waits."""
     try:
         ids = isolation.enter_user_namespace()
         isolation.enter_run_namespaces()
@@ -232,7 +240,7 @@ def _isolate(ctrl: socket.socket, config: dict[str, Any]) -> isolation.IdMap | N
     isolation.set_parent_death_signal()
     try:
         first_uid = ids.worker_ids[0] if ids.worker_ids else 0
-        config["bound"] = rootfs.build_rootfs(staging=config["staging"], first_worker_uid=first_uid)
+        bound.extend(rootfs.build_rootfs(staging=setup.staging, first_worker_uid=first_uid))
         isolation.forbid_user_namespaces()
     except OSError as exc:
         _fail(ctrl, f"cannot isolate model code here: cannot build the file view ({exc})")
@@ -246,29 +254,27 @@ def main(argv: list[str] | None = None) -> None:
         del sys.path[0]  # `-m` put the working directory first; it is not part of the view
     isolation.set_parent_death_signal()
     ctrl = socket.socket(fileno=int(args[0]))
-    message, blob = wire.read_frame(ctrl.fileno())
-    if message.get("type") != wire.SETUP:
+    try:
+        setup, attached = frames.read(ctrl.fileno(), frames.HOST_TO_ZYGOTE)
+    except frames.ProtocolError as exc:
+        raise SystemExit(f"rlmx zygote: protocol violation: {exc}") from None
+    if not isinstance(setup, frames.Setup):
         raise SystemExit("rlmx zygote: protocol violation: the first frame must be setup")
     try:
-        context = worker.load_context(message.get("context_kind"), blob, message.get("context_options"))
+        context = worker.load_context(setup.context_kind, attached.pop("context", b""), setup.context_options)
     except (OSError, ValueError) as exc:
         _fail(ctrl, f"cannot load the context: {exc}")
         return
-    del blob
+    del attached
     worker.inherit_context(context)
-    ids = _isolate(ctrl, message) if message.get("isolated") else None
-    if message.get("isolated") and ids is None:
+    bound: list[str] = []
+    ids = _isolate(ctrl, setup, bound) if setup.isolated else None
+    if setup.isolated and ids is None:
         return
-    ready = {
-        "type": wire.ZYGOTE_READY,
-        "isolation": {
-            "namespaces": ids is not None,
-            "worker_ids": "none" if ids is None else "shared" if ids.single else "per-worker",
-            "visible": message.get("bound", []),
-        },
-    }
-    ctrl.sendall(wire.encode(ready))
-    Zygote(ctrl, message, ids).serve()
+    worker_ids: frames.WorkerIds = "none" if ids is None else "shared" if ids.single else "per-worker"
+    ready = frames.ZygoteReady(frames.IsolationReport(ids is not None, worker_ids, bound))
+    ctrl.sendall(frames.encode(ready))
+    Zygote(ctrl, setup, bound, ids).serve()
     # Its children are killed and nothing is left to flush but stderr: leaving without the interpreter's
     # teardown (which frees the whole context object by object) ends the run ~30 ms sooner.
     sys.stderr.flush()

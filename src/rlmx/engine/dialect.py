@@ -1,0 +1,208 @@
+"""The prompt dialects, each one object: what differs between the `rlmx` and `official` profiles.
+
+`rlmx` (the default) teaches FINAL / FINAL_VAR beside the `answer` dict and sends one user message per
+turn with the outputs and the calls left. `official` is the official RLM repository's contract, for
+checkpoints trained on it: the `answer` dict as the only termination taught, a `Turn i/N:` user
+message before every turn (the first with a reminder to look at the context), feedback as each block's
+output then a `REPL variables: [...]` line, only ```` ```repl ```` blocks run, an answer set by a block
+that then raised still counts, and `rlm_query` without a context gives the child its prompt as context.
+
+A dialect is chosen once, from the prompt profile (`dialect_named`), and passed down: the engine asks
+the object, never the name, and the worker gets its half (`repl`, an `rlmx.repl.dialect.ReplDialect`)
+in its settings. This module is the only place a dialect's name is compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rlmx.engine.parse import RUNNABLE
+from rlmx.prompts import turn_header
+from rlmx.repl import dialect as repl_dialect
+
+if TYPE_CHECKING:
+    from rlmx.sandbox.base import ExecResult
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The `rlmx` dialect; `OfficialDialect` overrides what the official contract does differently."""
+
+    name: str = "rlmx"
+    repl: repl_dialect.ReplDialect = repl_dialect.RLMX  # what it changes inside the REPL
+    runnable: frozenset[str] = frozenset(RUNNABLE)  # the fence labels whose blocks run
+    # an `answer` dict set ready by a block that then raised is turned down (the model is told why)
+    rejects_answer_of_failed_block: bool = True
+    child_context_is_prompt: bool = False  # rlm_query without a context: the child's context is its prompt
+
+    def __str__(self) -> str:
+        return self.name
+
+    # --- messages ------------------------------------------------------------------------------------
+    def opening(self, meta: str, question: str) -> str:
+        """The first user message: the question and what the context is."""
+        return f"{meta}\n\nQuestion: {question}"
+
+    def turn_prompt(self, iteration: int, max_iterations: int) -> str | None:
+        """The user message before a turn, if the dialect sends one."""
+        return None
+
+    def feedback(
+        self,
+        results: Sequence[ExecResult],
+        notes: list[str],
+        *,
+        iteration: int,
+        max_iterations: int,
+        calls_left: int,
+    ) -> str:
+        """The user message after a turn: the blocks' outputs and the notes."""
+        parts = [rlmx_block(i, len(results), r) for i, r in enumerate(results, 1)] + notes
+        return turn_header(iteration, max_iterations, calls_left) + "\n" + "\n\n".join(parts)
+
+    def skipped_note(self, count: int) -> str:
+        return (
+            f"[{count} code block(s) in another language were not run: only ```repl and ```python blocks run]"
+        )
+
+    def no_code(self) -> str:
+        return (
+            "Your reply had no ```repl code block and no FINAL(...) line. Write code to explore the context, "
+            "or finish with FINAL(answer) / FINAL_VAR(name)."
+        )
+
+    def forced_final(self, reason: str) -> str:
+        return (
+            f"The run has reached a limit ({reason}). Do not write any more code. Answer the question now "
+            "from what you have found so far, on a line of its own: FINAL(your answer)"
+        )
+
+    def rlm_query_child(self, depth: int) -> str:
+        """The system prompt's line on what `rlm_query` starts, below the depth limit."""
+        return (
+            f"start a child RLM (depth {depth + 1}) with its own REPL, whose `context` is the one you pass as "
+            "`context=` (or yours when None); use it for sub-tasks that themselves need code over a large text."
+        )
+
+    def session_history(self) -> str:
+        """A session's note on what `history` is, once earlier questions' lists are in the REPL."""
+        return "`history` holds this question's messages"
+
+
+@dataclass(frozen=True)
+class OfficialDialect(Dialect):
+    name: str = "official"
+    repl: repl_dialect.ReplDialect = repl_dialect.OFFICIAL
+    runnable: frozenset[str] = frozenset({"repl"})
+    rejects_answer_of_failed_block: bool = False
+    child_context_is_prompt: bool = True  # as in the official runtime
+
+    def opening(self, meta: str, question: str) -> str:
+        return f"Answer the following: {question}\n\n{meta}"
+
+    def turn_prompt(self, iteration: int, max_iterations: int) -> str | None:
+        """`Turn i/N:`, the first with a reminder."""
+        body = f"Turn {iteration}/{max_iterations}:"
+        if iteration == 1:
+            return (
+                "You have not looked at the context or used the REPL yet. Look at the context first; "
+                f"do not give a final answer yet.\n\n{body}"
+            )
+        return body
+
+    def feedback(
+        self,
+        results: Sequence[ExecResult],
+        notes: list[str],
+        *,
+        iteration: int,
+        max_iterations: int,
+        calls_left: int,
+    ) -> str:
+        return official_feedback(results, notes)
+
+    def skipped_note(self, count: int) -> str:
+        return f"[{count} code block(s) in another language were not run: only ```repl blocks run]"
+
+    def no_code(self) -> str:
+        return (
+            "Your reply had no ```repl block. Write code in a ```repl block to explore the context, or "
+            'finish by setting answer["content"] and then answer["ready"] = True in one.'
+        )
+
+    def forced_final(self, reason: str) -> str:
+        return (
+            f"The task has reached a limit ({reason}). Give your answer now from what you have found: "
+            'one ```repl block that sets answer["content"] and then answer["ready"] = True. Do not call '
+            "llm_query or rlm_query."
+        )
+
+    def rlm_query_child(self, depth: int) -> str:
+        return (
+            f"start a child RLM (depth {depth + 1}) with its own REPL, whose `context` is the prompt you "
+            "give it; use it for sub-tasks that themselves need code."
+        )
+
+    def session_history(self) -> str:
+        return "`history` is `history_0`"
+
+
+RLMX = Dialect()
+OFFICIAL = OfficialDialect()
+DIALECTS = {d.name: d for d in (RLMX, OFFICIAL)}
+
+
+def dialect_named(name: str) -> Dialect:
+    """The dialect called `name` (ValueError naming the known ones otherwise)."""
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise ValueError(f"unknown dialect {name!r}; use one of {', '.join(DIALECTS)}") from None
+
+
+def template_dialect(text: str) -> tuple[Dialect, str]:
+    """A template file's dialect, from a first line `<!-- dialect: NAME -->` (else `rlmx`), and its text
+    without a leading `<!-- ... -->` comment."""
+    dialect = RLMX
+    if text.startswith("<!--"):
+        comment, _, rest = text.partition("-->")
+        key, _, value = comment[4:].partition(":")
+        if key.strip() == "dialect" and value.strip() in DIALECTS:
+            dialect = DIALECTS[value.strip()]
+        text = rest.lstrip("\n")
+    return dialect, text
+
+
+# --- the pieces of feedback -------------------------------------------------------------------------
+
+
+def rlmx_block(index: int, total: int, result: ExecResult) -> str:
+    label = f"Output of code block {index}/{total}" if total > 1 else "Output"
+    body = result.output.rstrip() or ("(no output)" if result.error is None else "")
+    if result.error:
+        body = (body + "\n" if body else "") + result.error
+    return f"{label}:\n{body}"
+
+
+def official_feedback(results: Sequence[ExecResult], notes: list[str]) -> str:
+    """Each block's output then its error as `Type: message`, then the REPL's variables; a header per
+    block when several ran."""
+    parts = []
+    for index, result in enumerate(results, 1):
+        pieces = [result.output.rstrip()] if result.output.strip() else []
+        if result.error:
+            pieces.append(error_line(result.error))
+        if result.variables:
+            pieces.append(f"REPL variables: {list(result.variables)}")
+        body = "\n\n".join(pieces) if pieces else "No output"
+        header = f"REPL output (block {index}):" if len(results) > 1 else "REPL output:"
+        parts.append(f"{header}\n{body}")
+    return "\n\n".join(parts + notes)
+
+
+def error_line(error: str) -> str:
+    """A traceback's last line (`KeyError: 'x'`): the exception as the official runtime shows it."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else error

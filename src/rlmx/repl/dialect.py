@@ -1,0 +1,28 @@
+"""What a prompt dialect changes inside the REPL: the worker's half of `rlmx.engine.dialect`.
+
+The host picks a dialect once, from the prompt profile, and sends this record in the worker's settings
+(`rlmx.sandbox.frames.WorkerSettings`). The worker acts on its fields and never on a dialect's name, so
+a dialect is described here by what it does. Standard library only: the worker imports it at start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)  # one class, made once: its generated methods cost little
+class ReplDialect:
+    name: str
+    echo_last_expression: bool = True  # a cell's trailing expression is printed (as at a Python prompt)
+    list_variables: bool = False  # each cell's result names the REPL's plain variables
+    # `answer` is reserved like `context`, and a dict with a "ready" key bound to the name becomes the
+    # REPL's own answer dict's contents
+    answer_reserved: bool = False
+    history_is_first: bool = False  # in a session, `history` is `history_0` (else this question's messages)
+
+
+RLMX = ReplDialect("rlmx")
+# the official RLM runtime: no echo, the variables listed after each block, the answer dict reserved
+OFFICIAL = ReplDialect(
+    "official", echo_last_expression=False, list_variables=True, answer_reserved=True, history_is_first=True
+)
