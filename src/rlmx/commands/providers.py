@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rlmx.commands import options as opt
+from rlmx.commands.run_options import cli_terms
 
 if TYPE_CHECKING:
     from rlmx.lm.providers import ProviderRecord
@@ -91,7 +92,7 @@ def key_names(record: ProviderRecord) -> str:
 
 def plain_table(records: list[ProviderRecord], keys: Mapping[str, str]) -> str:
     rows = [("PROVIDER", "KEY VARIABLE", "KEY", "DEFAULT BASE URL", "EXAMPLE")]
-    rows += [(r.name, key_names(r), keys[r.name], r.where, r.example) for r in records]
+    rows += [(r.name, key_names(r), keys[r.name], cli_terms(r.where), r.example) for r in records]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = []
     for row in rows:
@@ -107,10 +108,10 @@ def record_json(record: ProviderRecord, key: str) -> dict[str, Any]:
         "key": key,
         "key_required": record.key_required,
         "base_url": record.base_url,
-        "where": record.where,
+        "where": cli_terms(record.where),
         "base_env": record.base_env,
         "example": record.example,
-        "help": record.help,
+        "help": cli_terms(record.help),
         "price_id": record.price_id,
         "local": record.local,
         "quirks": asdict(record.quirks),
@@ -140,10 +141,10 @@ def providers_table(records: list[ProviderRecord]) -> str:
         key = " or ".join(_code(name) for name in r.key_envs) or key_names(r)
         if r.key_envs and not r.key_required:
             key += " (optional)"
-        where = _code(r.where) if r.where.startswith("http") else _cell(r.where)
+        where = _code(r.where) if r.where.startswith("http") else _cell(cli_terms(r.where))
         if r.base_env and r.base_env not in r.where:
             where += f", or `${r.base_env}`"
-        lines.append(f"| `{r.name}` | {_code(r.example)} | {key} | {where} | {_cell(r.help)} |")
+        lines.append(f"| `{r.name}` | {_code(r.example)} | {key} | {where} | {_cell(cli_terms(r.help))} |")
     lines.append(TABLE_END)
     return "\n".join(lines)
 

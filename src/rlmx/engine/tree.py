@@ -389,10 +389,10 @@ def check_budget_for_first_call(tree: RunTree, first: list[Message]) -> None:
         return
     need = turn + reserve
     raise ConfigError(
-        f"--max-cost-usd {budget:g} cannot pay for the first model call: its worst case is ${turn:.4f} "
+        f"`max_cost_usd`={budget:g} cannot pay for the first model call: its worst case is ${turn:.4f} "
         f"({est_input:,} input tokens + {cap:,} output tokens, the per-call output cap, at {lm.name}'s "
         f"price) plus ${reserve:.4f} kept for the final answer; the smallest budget that can run is "
-        f"${_round_up(need):g}. Raise --max-cost-usd, or lower the estimate with --max-output-tokens "
+        f"${_round_up(need):g}. Raise `max_cost_usd`, or lower the estimate with `max_output_tokens` "
         f"(now {cap:,})"
     )
 

@@ -31,7 +31,7 @@ def azure_model(
     if not endpoint:
         raise ConfigError(
             f"no endpoint for azure:{deployment}: set {ENDPOINT_ENV} (e.g. https://NAME.openai.azure.com) "
-            "or pass --base-url"
+            "or give `base_url`"
         )
     api_key = options.api_key or os.environ.get(KEY_ENV)
     if not api_key:

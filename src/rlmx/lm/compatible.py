@@ -49,7 +49,7 @@ def missing_key(record: ProviderRecord, model: str, base_url: str | None) -> str
     return (
         f"no API key for {record.name}:{model} at {base_url or record.where}: set {variables} "
         f"(e.g. export {first}=...), put api_key under [providers.{record.name}] in rlmx.toml, "
-        "or point at a compatible server with --base-url"
+        "or point at a compatible server with `base_url`"
     )
 
 

@@ -13,7 +13,6 @@ from rlmx.lm.retry import RetryPolicy
 from rlmx.lm.sampling import (
     REASONING_EFFORTS,
     SAMPLING_KEYS,
-    SETTING_FLAGS,
     Sampling,
     check_accepted,
     drop_hint,
@@ -24,7 +23,6 @@ from rlmx.lm.sampling import (
 __all__ = [
     "REASONING_EFFORTS",
     "SAMPLING_KEYS",
-    "SETTING_FLAGS",
     "ModelOptions",
     "ModelRef",
     "Sampling",

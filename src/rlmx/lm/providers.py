@@ -250,7 +250,7 @@ BUILT_IN: tuple[ProviderRecord, ...] = (
         key_required=True,
         price_id="openai",
         endpoint="https://api.openai.com/v1",
-        help="OpenAI, or any OpenAI-compatible endpoint with --base-url",
+        help="OpenAI, or any OpenAI-compatible endpoint with `base_url`",
         example="openai:gpt-5-mini",
         default_model="openai:gpt-5-mini",
         default_sub_model="openai:gpt-5-nano",
@@ -297,7 +297,7 @@ BUILT_IN: tuple[ProviderRecord, ...] = (
     ProviderRecord(
         "litellm",
         "rlmx.lm.litellm_lm:litellm_model",
-        endpoint="the model's own provider, through LiteLLM (--base-url becomes its api_base)",
+        endpoint="the model's own provider, through LiteLLM (`base_url` becomes its api_base)",
         help="any LiteLLM model string: bedrock/..., vertex_ai/..., and 100+ more (rlmx[litellm]); "
         "LiteLLM reads each provider's credentials itself",
         example="litellm:bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0",

@@ -27,12 +27,6 @@ if TYPE_CHECKING:
 # max); which of them a model accepts is the provider's call, refused with a 400
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 SAMPLING_KEYS = ("temperature", "top_p", "reasoning_effort")  # request-body names, in this order
-# how a user names each setting: the root's flag, the sub-model's flag, the config / ModelOptions key
-SETTING_FLAGS = {
-    "temperature": ("--temperature", "--sub-temperature"),
-    "top_p": ("--top-p", "--sub-top-p"),
-    "reasoning_effort": ("--reasoning-effort", "--sub-reasoning-effort"),
-}
 
 
 def check_temperature(value: float | None, where: str = "temperature") -> float | None:
@@ -136,10 +130,10 @@ def check_accepted(sampling: Sampling, record: ProviderRecordLike | None, model:
 
 
 def drop_hint(keys: list[str]) -> str:
-    """How to stop sending `keys`: their flags and their config / ModelOptions name."""
-    flags = " / ".join(flag for key in keys for flag in SETTING_FLAGS.get(key, ()))
-    names = ", ".join(keys)
-    return f"remove {flags} (or {names} in the config file or ModelOptions)"
+    """How to stop sending `keys`: the root's and the sub-model's setting of each (the command line
+    shows them as its flags)."""
+    names = " / ".join(f"`{name}`" for key in keys for name in (key, f"sub_{key}"))
+    return f"remove {names} (from the options, the config file or ModelOptions)"
 
 
 # other names a provider's error may give a setting: Anthropic's is output_config.effort

@@ -29,7 +29,7 @@ from rlmx.sandbox.isolation import SIMULATE_ENV
 SRC_ROOT = Path(__file__).resolve().parents[2]
 
 REDUCED_ISOLATION_HINT = (
-    "to run model code with reduced isolation, pass --sandbox process-unisolated "
+    "to run model code with reduced isolation, pass `sandbox`=process-unisolated "
     "(SandboxSettings(backend='process-unisolated'))"
 )
 
