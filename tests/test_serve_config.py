@@ -22,6 +22,7 @@ from rlmx.errors import ConfigError
 from rlmx.lm.local import EMBEDDED_NOTICE
 from rlmx.serve.profiles import choose_profiles
 from rlmx.serve.roots import PathRefused, Roots
+from rlmx.spec.options import RunOptions
 from rlmx.testing import ScriptedServer
 from serve_helpers import TOKEN, Router, rlmx_serve
 
@@ -145,7 +146,7 @@ def test_chat_requests_become_runs() -> None:
     from rlmx.serve.chat import BadRequest, parse_chat_request
     from rlmx.serve.profiles import Profile
 
-    profiles = {"p": Profile(name="p", model="openai:m")}
+    profiles = {"p": Profile("p", RunOptions(model="openai:m"))}
 
     def parse(messages: list[dict[str, object]], **body: object) -> object:
         return parse_chat_request({"model": "rlmx/p", "messages": messages, **body}, profiles, threshold=50)
@@ -298,11 +299,13 @@ def test_which_profiles_are_offered() -> None:
     served, note = choose_profiles(profiles_cfg, environ={"RLMX_MODEL": "openai:env"})
     assert list(served) == ["a", "b"] and note is None  # config profiles come before $RLMX_MODEL
     assert (served["a"].limits.max_depth, served["a"].limits.max_iterations) == (2, 9)
-    flags, _ = choose_profiles(profiles_cfg, model="openai:flag", limits={"max_depth": 0, "timeout_s": None})
+    flag_options = RunOptions(model="openai:flag", limits={"max_depth": 0, "timeout_s": None})
+    flags, _ = choose_profiles(profiles_cfg, options=flag_options)
     assert list(flags) == ["flag"] and flags["flag"].limits.max_depth == 0  # --model: one profile
     assert flags["flag"].limits.max_iterations == 9
     plain = Config(model="openai:cfg", sub_model="openai:cfg-sub", models_by_depth={2: "openai:d2"})
-    named, _ = choose_profiles(plain, environ={}, name="x", base_url="http://127.0.0.1:9/v1")
+    at = RunOptions(base_url="http://127.0.0.1:9/v1")
+    named, _ = choose_profiles(plain, environ={}, name="x", options=at)
     single = named["x"]
     assert (single.model, single.sub_model) == ("openai:cfg", "openai:cfg-sub")
     models = single.models()  # the config's per-depth models, at the --base-url like every model
@@ -312,8 +315,8 @@ def test_which_profiles_are_offered() -> None:
     assert list(env_choice) == ["env"]
     keyed, keyed_note = choose_profiles(Config(), environ={"ANTHROPIC_API_KEY": "sk-ant"})
     assert list(keyed) == ["claude-sonnet-4-5"] and "ANTHROPIC_API_KEY is set" in str(keyed_note)
-    with pytest.raises(ConfigError, match="--timeout describes the profile made from --model"):
-        choose_profiles(profiles_cfg, limits={"timeout_s": 5.0})
+    with pytest.raises(ConfigError, match="`timeout_s` describes the profile made from `model`"):
+        choose_profiles(profiles_cfg, options=RunOptions(limits={"timeout_s": 5.0}))
     with pytest.raises(ConfigError, match="profile 'bad': models_by_depth entries"):
         choose_profiles(Config(profiles={"bad": {"model": "openai:a", "models_by_depth": {"x": "openai:b"}}}))
     with pytest.raises(ConfigError, match=r"profile 'bad': .*max_iterations must be >= 1"):
