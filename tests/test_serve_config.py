@@ -321,3 +321,40 @@ def test_which_profiles_are_offered() -> None:
         choose_profiles(Config(profiles={"bad": {"model": "openai:a", "models_by_depth": {"x": "openai:b"}}}))
     with pytest.raises(ConfigError, match=r"profile 'bad': .*max_iterations must be >= 1"):
         choose_profiles(Config(profiles={"bad": {"model": "openai:a", "max_iterations": 0}}))
+
+
+def test_a_profile_is_one_spec_whose_runs_share_its_models_and_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlmx.serve.profiles import profile_from_table
+
+    (tmp_path / "profiletools_for_test.py").write_text(
+        "def shout(text: str) -> str:\n    return text.upper()\n\n\n"
+        "def whisper(text: str) -> str:\n    return text.lower()\n\n\n"
+        "ROOT = [shout]\nKIDS = [whisper]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = Config(limits={"max_iterations": 7}, tools=("profiletools_for_test:KIDS",), sub_tools=())
+    table = {
+        "model": "openai:a",
+        "base_url": "http://127.0.0.1:9/v1",
+        "concurrency": 3,
+        "max_depth": 2,
+        "tools": ["profiletools_for_test:ROOT"],
+        "sub_tools": ["profiletools_for_test:KIDS"],
+    }
+    profile = profile_from_table("p", table, config)
+    spec = profile.spec  # data: model strings with their options, tools as references
+    assert (spec.model.name, spec.model.options.concurrency) == ("openai:a", 3)
+    assert spec.tools == ("profiletools_for_test:ROOT",)  # the profile's tools replace the config's
+    assert spec.sub_tools == ("profiletools_for_test:KIDS",)  # and its sub_tools stand over the config's
+    assert (spec.limits.max_depth, spec.limits.max_iterations) == (2, 7)
+    one, two = profile.rlm(trace=False), profile.rlm(trace=False, limits=profile.limits_for({"max_depth": 1}))
+    assert one._models.root is not None and one._models.root is two._models.root  # one concurrency limit
+    assert one.prompt_profile is two.prompt_profile and one.tools is two.tools
+    assert (one.limits.max_depth, two.limits.max_depth) == (2, 1)
+    assert set(one.tools.tools) == {"shout"} and set(one.sub_tools.tools) == {"whisper"}
+    inherits = profile_from_table("q", {"model": "openai:a"}, config)
+    assert inherits.spec.tools == ("profiletools_for_test:KIDS",) and inherits.spec.sub_tools == ()
+    with pytest.raises(ConfigError, match=r"profile 'k': `api_key_env` names RLMX_NOT_SET_FOR_TEST"):
+        profile_from_table("k", {"model": "openai:a", "api_key_env": "RLMX_NOT_SET_FOR_TEST"})

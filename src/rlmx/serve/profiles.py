@@ -10,7 +10,9 @@ cache, and `[limits]` as the starting limits. Which profiles a server offers (th
 4. one profile with the model `rlmx ask` would use ($RLMX_MODEL, `model` in the config, a provider
    whose key is set, else the embedded demo model).
 
-A profile table::
+A profile table's keys are `RunOptions` names (rlmx.spec.options): each profile holds the options its
+table (or the command line) states and gets its `RunSpec` from the one translation layer, `build_spec`,
+once, at start-up. A profile table::
 
     [profiles.gpt-5-mini]            # served as the model "rlmx/gpt-5-mini"
     model = "openai:gpt-5-mini"
@@ -22,14 +24,15 @@ A profile table::
     temperature = 0.2                # the root model's sampling (also top_p, reasoning_effort)
     sub_temperature = 0.7            # the sub-model's (also sub_top_p, sub_reasoning_effort)
     prompt = "official"              # the prompt profile: rlmx, official or a template file
-    system_prompt_append = "Answer in French."
+    system_prompt_append = "Answer in French."   # or "@FILE": that file's text
     tools = ["mytools:TOOLS"]        # the user's tools in the REPL (docs/tools.md); sub_tools for children
 
 `models_by_depth` entries are model strings or tables with sampling settings, as in the config file
 (docs/providers.md); the profile's sampling settings, `prompt` and `system_prompt_append` stand over the
 config file's, and so do `tools` / `sub_tools` over the config file's top-level ones (a server's `--tools`
-adds to every profile's). The prompt profile and the tools' modules are read when the server starts, so a
-bad one stops it there.
+adds to every profile's). The models, the prompt profile and the tools' modules are made or read when the
+server starts (so a bad one stops it there) and shared by every run of the profile: a model's concurrency
+limit holds across them.
 
 A caller may lower a profile's limits for one run (`max_depth`, `budget_usd`, ...) but never raise them.
 """
