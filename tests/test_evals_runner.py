@@ -237,3 +237,37 @@ def test_report_names_the_text_each_family_was_built_from(
     assert "Text source: fallback: templated definitions built in rlmx" in report
     assert "## niah (noise)" in report and "Text source: RULER's repeated noise sentences" in report
     assert {r["variant"] for r in load_records(out) if r["family"] == "oolong"} == {"templated"}
+
+
+def test_the_rlm_method_runs_from_the_configs_spec(tmp_path: Path) -> None:
+    from rlmx.lm.sampling import Sampling
+
+    def config(**given: Any) -> EvalConfig:
+        return EvalConfig(suite=("niah",), sizes=(8000,), out=tmp_path, **given)
+
+    cfg = config(
+        model="openai:a",
+        sub_model="openai:b",
+        model_options=ModelOptions(base_url="http://127.0.0.1:9/v1", concurrency=9),
+        limits=Limits(max_iterations=5),
+        sampling=Sampling(temperature=0.1),
+        prompt="official",
+        system_prompt_append="Be brief.",
+        prices=(1.0, 2.0),
+    )
+    spec = cfg.run_spec()
+    assert (spec.model.name, spec.model.options.temperature, spec.model.options.concurrency) == (
+        "openai:a",
+        0.1,
+        9,
+    )
+    assert spec.sub_model.name == "openai:b" and spec.sub_model.options.temperature is None  # another model
+    assert spec.limits.max_iterations == 5 and spec.trace is False
+    assert (spec.prompt.name, spec.prompt.append) == ("official", "Be brief.")
+    assert spec.pricer("openai:a", type("U", (), {"input_tokens": 10**6, "output_tokens": 10**6})()) == 3.0
+    alone = config(model="openai:a", sampling=Sampling(temperature=0.1)).run_spec()
+    assert alone.sub_model is alone.model  # the root model as the sub-model: one model object
+    stand_in = object()
+    assert cfg.run_spec(stand_in, stand_in, trace=tmp_path / "t.jsonl").model is stand_in
+    with pytest.raises(ConfigError, match="the oracle's models are objects"):
+        config(oracle=True).run_spec()

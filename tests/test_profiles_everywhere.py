@@ -31,6 +31,7 @@ from rlmx.evals.cache import ResponseStore
 from rlmx.evals.runner import cache_tag
 from rlmx.lm.base import CallSettings
 from rlmx.serve.profiles import choose_profiles
+from rlmx.spec.options import RunOptions
 from rlmx.testing import ScriptedModel, ScriptedServer
 from serve_helpers import TOKEN, ServeProcess, rlmx_serve
 
@@ -205,7 +206,8 @@ def test_profile_tables_take_prompt_keys_over_the_config_file() -> None:
     assert served["own"].prompt_profile().name == "rlmx"
     assert served["inherits"].prompt_profile().name == "official"
     assert served["own"].prompt_profile().append == "from the config"
-    flagged, _ = choose_profiles(config, model="openai:a", system_prompt_append="from the flag")
+    flag_options = RunOptions(model="openai:a", system_prompt_append="from the flag")
+    flagged, _ = choose_profiles(config, options=flag_options)
     profile = next(iter(flagged.values()))
     assert profile.prompt_profile().name == "official" and profile.prompt_profile().append == "from the flag"
     with pytest.raises(ConfigError, match="prompt must be a string"):

@@ -25,6 +25,7 @@ from rlmx.lm.registry import PROVIDERS, resolve_model
 from rlmx.lm.sampling import Sampling, sampling_of
 from rlmx.sandbox.base import SandboxSettings
 from rlmx.serve.profiles import choose_profiles, profile_from_table
+from rlmx.spec.options import RunOptions
 from rlmx.testing import Fault, ScriptedModel, ScriptedServer
 
 RLMX = [sys.executable, "-m", "rlmx.cli"]
@@ -265,18 +266,19 @@ def test_a_profile_table_sets_each_role_and_depth() -> None:
 def test_sampling_flags_are_refused_beside_a_profiles_file(tmp_path: Path) -> None:
     profiles = tmp_path / "profiles.toml"
     profiles.write_text('[profiles.a]\nmodel = "openai:scripted"\n')
-    with pytest.raises(ConfigError, match="--sub-top-p describes the profile made from --model"):
-        choose_profiles(Config(), profiles_file=profiles, sub_sampling=Sampling(top_p=0.5))
+    stray = RunOptions(sub_sampling=Sampling(top_p=0.5))
+    with pytest.raises(ConfigError, match="`sub_top_p` describes the profile made from `model`"):
+        choose_profiles(Config(), profiles_file=profiles, options=stray)
 
 
 def test_the_flags_make_the_served_profile() -> None:
-    profiles, _ = choose_profiles(
-        Config(),
+    flags = RunOptions(
         model="openai:scripted",
         base_url="http://127.0.0.1:9/v1",
         sampling=Sampling(temperature=0.2),
         sub_sampling=Sampling(reasoning_effort="high"),
     )
+    profiles, _ = choose_profiles(Config(), options=flags)
     models = next(iter(profiles.values())).models()
     assert sampling_of(models.root) == Sampling(temperature=0.2)
     assert sampling_of(models.sub) == Sampling(temperature=0.2, reasoning_effort="high")

@@ -22,6 +22,7 @@ from rlmx.errors import ConfigError
 from rlmx.lm.local import EMBEDDED_NOTICE
 from rlmx.serve.profiles import choose_profiles
 from rlmx.serve.roots import PathRefused, Roots
+from rlmx.spec.options import RunOptions
 from rlmx.testing import ScriptedServer
 from serve_helpers import TOKEN, Router, rlmx_serve
 
@@ -145,7 +146,7 @@ def test_chat_requests_become_runs() -> None:
     from rlmx.serve.chat import BadRequest, parse_chat_request
     from rlmx.serve.profiles import Profile
 
-    profiles = {"p": Profile(name="p", model="openai:m")}
+    profiles = {"p": Profile("p", RunOptions(model="openai:m"))}
 
     def parse(messages: list[dict[str, object]], **body: object) -> object:
         return parse_chat_request({"model": "rlmx/p", "messages": messages, **body}, profiles, threshold=50)
@@ -298,11 +299,13 @@ def test_which_profiles_are_offered() -> None:
     served, note = choose_profiles(profiles_cfg, environ={"RLMX_MODEL": "openai:env"})
     assert list(served) == ["a", "b"] and note is None  # config profiles come before $RLMX_MODEL
     assert (served["a"].limits.max_depth, served["a"].limits.max_iterations) == (2, 9)
-    flags, _ = choose_profiles(profiles_cfg, model="openai:flag", limits={"max_depth": 0, "timeout_s": None})
+    flag_options = RunOptions(model="openai:flag", limits={"max_depth": 0, "timeout_s": None})
+    flags, _ = choose_profiles(profiles_cfg, options=flag_options)
     assert list(flags) == ["flag"] and flags["flag"].limits.max_depth == 0  # --model: one profile
     assert flags["flag"].limits.max_iterations == 9
     plain = Config(model="openai:cfg", sub_model="openai:cfg-sub", models_by_depth={2: "openai:d2"})
-    named, _ = choose_profiles(plain, environ={}, name="x", base_url="http://127.0.0.1:9/v1")
+    at = RunOptions(base_url="http://127.0.0.1:9/v1")
+    named, _ = choose_profiles(plain, environ={}, name="x", options=at)
     single = named["x"]
     assert (single.model, single.sub_model) == ("openai:cfg", "openai:cfg-sub")
     models = single.models()  # the config's per-depth models, at the --base-url like every model
@@ -312,9 +315,46 @@ def test_which_profiles_are_offered() -> None:
     assert list(env_choice) == ["env"]
     keyed, keyed_note = choose_profiles(Config(), environ={"ANTHROPIC_API_KEY": "sk-ant"})
     assert list(keyed) == ["claude-sonnet-4-5"] and "ANTHROPIC_API_KEY is set" in str(keyed_note)
-    with pytest.raises(ConfigError, match="--timeout describes the profile made from --model"):
-        choose_profiles(profiles_cfg, limits={"timeout_s": 5.0})
+    with pytest.raises(ConfigError, match="`timeout_s` describes the profile made from `model`"):
+        choose_profiles(profiles_cfg, options=RunOptions(limits={"timeout_s": 5.0}))
     with pytest.raises(ConfigError, match="profile 'bad': models_by_depth entries"):
         choose_profiles(Config(profiles={"bad": {"model": "openai:a", "models_by_depth": {"x": "openai:b"}}}))
     with pytest.raises(ConfigError, match=r"profile 'bad': .*max_iterations must be >= 1"):
         choose_profiles(Config(profiles={"bad": {"model": "openai:a", "max_iterations": 0}}))
+
+
+def test_a_profile_is_one_spec_whose_runs_share_its_models_and_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlmx.serve.profiles import profile_from_table
+
+    (tmp_path / "profiletools_for_test.py").write_text(
+        "def shout(text: str) -> str:\n    return text.upper()\n\n\n"
+        "def whisper(text: str) -> str:\n    return text.lower()\n\n\n"
+        "ROOT = [shout]\nKIDS = [whisper]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = Config(limits={"max_iterations": 7}, tools=("profiletools_for_test:KIDS",), sub_tools=())
+    table = {
+        "model": "openai:a",
+        "base_url": "http://127.0.0.1:9/v1",
+        "concurrency": 3,
+        "max_depth": 2,
+        "tools": ["profiletools_for_test:ROOT"],
+        "sub_tools": ["profiletools_for_test:KIDS"],
+    }
+    profile = profile_from_table("p", table, config)
+    spec = profile.spec  # data: model strings with their options, tools as references
+    assert (spec.model.name, spec.model.options.concurrency) == ("openai:a", 3)
+    assert spec.tools == ("profiletools_for_test:ROOT",)  # the profile's tools replace the config's
+    assert spec.sub_tools == ("profiletools_for_test:KIDS",)  # and its sub_tools stand over the config's
+    assert (spec.limits.max_depth, spec.limits.max_iterations) == (2, 7)
+    one, two = profile.rlm(trace=False), profile.rlm(trace=False, limits=profile.limits_for({"max_depth": 1}))
+    assert one._models.root is not None and one._models.root is two._models.root  # one concurrency limit
+    assert one.prompt_profile is two.prompt_profile and one.tools is two.tools
+    assert (one.limits.max_depth, two.limits.max_depth) == (2, 1)
+    assert set(one.tools.tools) == {"shout"} and set(one.sub_tools.tools) == {"whisper"}
+    inherits = profile_from_table("q", {"model": "openai:a"}, config)
+    assert inherits.spec.tools == ("profiletools_for_test:KIDS",) and inherits.spec.sub_tools == ()
+    with pytest.raises(ConfigError, match=r"profile 'k': `api_key_env` names RLMX_NOT_SET_FOR_TEST"):
+        profile_from_table("k", {"model": "openai:a", "api_key_env": "RLMX_NOT_SET_FOR_TEST"})

@@ -24,6 +24,7 @@ from rlmx.rlm import RunResult
 from rlmx.serve.app import create_app
 from rlmx.serve.profiles import Profile
 from rlmx.serve.settings import ServeSettings
+from rlmx.spec.options import RunOptions
 from rlmx.testing import Fault, ScriptedRequest, ScriptedServer
 from serve_helpers import (
     TOKEN,
@@ -185,7 +186,7 @@ class FailingProfile(Profile):
 @pytest.fixture(scope="module")
 def failing_url() -> Iterator[str]:
     settings = ServeSettings(
-        profiles={"scripted": FailingProfile(name="scripted", model="openai:x")}, token=TOKEN
+        profiles={"scripted": FailingProfile("scripted", RunOptions(model="openai:x"))}, token=TOKEN
     )
     with app_in_thread(create_app(settings)) as url:
         yield url

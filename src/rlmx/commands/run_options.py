@@ -217,6 +217,29 @@ LIBRARY_TERMS: dict[str, str] = {
     "rate_window_s": "--rate-window",
     "rpm": "--rpm",
     "tpm": "--tpm",
+    # rlmx serve / rlmx mcp (rlmx.serve.settings, rlmx.serve.profiles, rlmx.mcp_server)
+    "profiles_file": "--profiles",
+    "name": "--name",
+    "host": "--host",
+    "port": "--port",
+    "root": "--root",
+    "token": "--token",
+    "no_auth": "--no-auth",
+    "trace_dir": "--trace-dir",
+    "max_request_bytes": "--max-request-bytes",
+    "max_context_bytes": "--max-context-bytes",
+    "context_threshold": "--context-threshold",
+    "max_running": "--max-running",
+    "max_queued": "--max-queued",
+    "max_sessions": "--max-sessions",
+    "session_idle_s": "--session-idle-s",
+    "transport": "--transport",
+    # rlmx eval (rlmx.evals.runner.EvalConfig)
+    "n": "--n",
+    "noise": "--noise",
+    "oracle": "--oracle",
+    "executor": "--executor",
+    "out": "--out",
 }
 
 

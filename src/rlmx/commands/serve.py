@@ -103,25 +103,28 @@ def serve(
     except ModuleNotFoundError as exc:
         raise missing_extra(exc, "serve") from exc
     auth_token = resolve_token(token, no_auth=no_auth, host=host)
-    profiles = load_profiles(
-        config_file,
-        profiles_file=profiles_file,
-        model=model,
-        sub_model=sub_model,
-        base_url=base_url,
-        name=name,
-        max_depth=max_depth,
-        max_iterations=max_iterations,
-        max_llm_calls=max_llm_calls,
-        max_cost_usd=max_cost_usd,
-        timeout=timeout,
-        sampling=opt.sampling(temperature, top_p, reasoning_effort),
-        sub_sampling=opt.sampling(sub_temperature, sub_top_p, sub_reasoning_effort),
-        max_errors=max_errors,
-        prompt=prompt,
-        system_prompt_append=system_prompt_append,
-        tools=tools,
-    )
+    run = {
+        "model": model,
+        "sub_model": sub_model,
+        "base_url": base_url,
+        "temperature": temperature,
+        "top_p": top_p,
+        "reasoning_effort": reasoning_effort,
+        "sub_temperature": sub_temperature,
+        "sub_top_p": sub_top_p,
+        "sub_reasoning_effort": sub_reasoning_effort,
+        "max_depth": max_depth,
+        "max_iterations": max_iterations,
+        "max_llm_calls": max_llm_calls,
+        "max_cost_usd": max_cost_usd,
+        "timeout": timeout,
+        "max_errors": max_errors,
+        "prompt": prompt,
+        "system_prompt_append": system_prompt_append,
+        "tools": tools,
+        "config_file": config_file,
+    }
+    profiles = load_profiles(run, profiles_file=profiles_file, name=name)
     settings = ServeSettings(
         profiles=profiles,
         roots=Roots.of(root),

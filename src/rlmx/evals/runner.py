@@ -29,8 +29,10 @@ from rlmx.evals.registry import check_variant, family, generate_item
 from rlmx.evals.report import write_report
 from rlmx.limits import Limits
 from rlmx.lm.base import LM, context_window_for
+from rlmx.lm.options import ModelRef
 from rlmx.lm.registry import ModelOptions, provider_of, resolve_model
 from rlmx.lm.sampling import Sampling, check_accepted, sampling_of
+from rlmx.spec.run import RunSpec
 
 DEFAULT_PROMPT = "rlmx"
 
@@ -84,16 +86,16 @@ class EvalConfig:
             raise ConfigError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
         if not self.oracle and not self.model:
             raise ConfigError(
-                "rlmx eval needs --model PROVIDER:MODEL (or --oracle to check the suite itself)"
+                "rlmx eval needs `model` PROVIDER:MODEL (or `oracle` to check the suite itself)"
             )
         if self.n < 1 or self.concurrency < 1:
-            raise ConfigError("--n and --concurrency must be >= 1")
+            raise ConfigError("`n` and `concurrency` must be >= 1")
         if not 0.0 <= self.noise < 1.0:
-            raise ConfigError("--noise must be in [0, 1)")
+            raise ConfigError("`noise` must be in [0, 1)")
         if self.executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {self.executor!r}; choose local or ray")
         if self.address and self.executor != "ray":
-            raise ConfigError("--address is for --executor ray; the local executor runs in this process")
+            raise ConfigError("`address` is for `executor`=ray; the local executor runs in this process")
         self.profile = PromptProfile.of(self.prompt, append=self.system_prompt_append)
 
     def role_sampling(self) -> tuple[Sampling, Sampling]:
@@ -104,6 +106,29 @@ class EvalConfig:
         root = self.sampling.over(base)
         same = self.sub_model is None or self.sub_model == self.model
         return root, self.sub_sampling.over(root if same else base)
+
+    def model_refs(self) -> tuple[ModelRef, ModelRef]:
+        """The root model and the sub-model as data: each model string with `model_options` and its
+        role's sampling settings (`role_sampling`); one reference for both when the sub-model is the root
+        model with the same settings (so it becomes one model object)."""
+        if not self.model:
+            raise ConfigError("the oracle's models are objects: give them to run_spec")
+        root_sampling, sub_sampling = self.role_sampling()
+        sub_name = self.sub_model or self.model
+        root = ModelRef(self.model, self.model_options.with_sampling(root_sampling))
+        if sub_name == self.model and sub_sampling == root_sampling:
+            return root, root
+        return root, ModelRef(sub_name, self.model_options.with_sampling(sub_sampling))
+
+    def run_spec(self, root: Any = None, sub: Any = None, *, trace: Path | bool = False) -> RunSpec:
+        """The RLM method's run as a `RunSpec`: its models (`model_refs()`, or the model objects `root`
+        and `sub` that stand for them: an item's cached or oracle models), `limits`, the pricer, the
+        prompt profile (read when the config was made; it carries `system_prompt_append`), `trace`."""
+        if root is None:
+            root, sub = self.model_refs()
+        return RunSpec(
+            root, sub_model=sub, limits=self.limits, trace=trace, pricer=self.price(), prompt=self.profile
+        )
 
     def identity(self) -> dict[str, Any]:
         """What makes results comparable: a resumed run must match it."""
@@ -149,12 +174,9 @@ class Runner:
         """The root and sub-model objects; a bad model, a missing key or a refused setting fails here."""
         cfg = self.config
         if not cfg.oracle:
-            root_sampling, sub_sampling = cfg.role_sampling()
-            root_spec = cfg.model or ""
-            sub_spec = cfg.sub_model or root_spec
-            self.root_lm = self._model(root_spec, root_sampling)
-            same = sub_spec == root_spec and sub_sampling == root_sampling
-            self.sub_lm = self.root_lm if same else self._model(sub_spec, sub_sampling)
+            root, sub = cfg.model_refs()
+            self.root_lm = self._model(root)
+            self.sub_lm = self.root_lm if sub is root else self._model(sub)
 
     def _prepare(self) -> set[tuple[str, str]]:
         cfg = self.config
@@ -167,7 +189,7 @@ class Runner:
             if previous.get("identity") != identity:
                 raise ConfigError(
                     f"{cfg.out} holds results of another configuration (models, limits, seed, sampling "
-                    "settings or prompt profile differ); use a new --out folder"
+                    "settings or prompt profile differ); use a new `out` folder"
                 )
         config_path.write_text(json.dumps({"identity": identity}, indent=1), encoding="utf-8")
         if not cfg.oracle and cfg.cache:
@@ -175,10 +197,9 @@ class Runner:
         done = {key for key, r in latest(load_records(cfg.out)).items() if r.get("status") == "ok"}
         return done
 
-    def _model(self, spec: str, sampling: Sampling) -> LM:
-        options = self.config.model_options.with_sampling(sampling)
-        lm = resolve_model(spec, options)
-        check_accepted(sampling, provider_of(spec), spec.partition(":")[2])
+    def _model(self, ref: ModelRef) -> LM:
+        lm = resolve_model(ref.name, ref.options)
+        check_accepted(ref.options.sampling(), provider_of(ref.name), ref.name.partition(":")[2])
         return lm
 
     async def run(self) -> list[dict[str, Any]]:
@@ -334,14 +355,7 @@ class Runner:
 
         cfg = self.config
         trace: Path | bool = cfg.out / "traces" / f"{item.id}.jsonl" if cfg.trace else False
-        rlm = RLM(
-            root,
-            sub_model=sub,
-            limits=cfg.limits,
-            trace=trace,
-            pricer=cfg.price(),
-            prompt=cfg.profile,  # carries system_prompt_append
-        )
+        rlm = RLM.from_spec(cfg.run_spec(root, sub, trace=trace))
         run = await rlm.arun(item.question, item.context)
         usage = {k: run.usage.get(k) for k in ("calls", "input_tokens", "output_tokens", "cost_usd")}
         return MethodResult(

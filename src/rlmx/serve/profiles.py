@@ -10,7 +10,9 @@ cache, and `[limits]` as the starting limits. Which profiles a server offers (th
 4. one profile with the model `rlmx ask` would use ($RLMX_MODEL, `model` in the config, a provider
    whose key is set, else the embedded demo model).
 
-A profile table::
+A profile table's keys are `RunOptions` names (rlmx.spec.options): each profile holds the options its
+table (or the command line) states and gets its `RunSpec` from the one translation layer, `build_spec`,
+once, at start-up. A profile table::
 
     [profiles.gpt-5-mini]            # served as the model "rlmx/gpt-5-mini"
     model = "openai:gpt-5-mini"
@@ -22,14 +24,15 @@ A profile table::
     temperature = 0.2                # the root model's sampling (also top_p, reasoning_effort)
     sub_temperature = 0.7            # the sub-model's (also sub_top_p, sub_reasoning_effort)
     prompt = "official"              # the prompt profile: rlmx, official or a template file
-    system_prompt_append = "Answer in French."
+    system_prompt_append = "Answer in French."   # or "@FILE": that file's text
     tools = ["mytools:TOOLS"]        # the user's tools in the REPL (docs/tools.md); sub_tools for children
 
 `models_by_depth` entries are model strings or tables with sampling settings, as in the config file
 (docs/providers.md); the profile's sampling settings, `prompt` and `system_prompt_append` stand over the
 config file's, and so do `tools` / `sub_tools` over the config file's top-level ones (a server's `--tools`
-adds to every profile's). The prompt profile and the tools' modules are read when the server starts, so a
-bad one stops it there.
+adds to every profile's). The models, the prompt profile and the tools' modules are made or read when the
+server starts (so a bad one stops it there) and shared by every run of the profile: a model's concurrency
+limit holds across them.
 
 A caller may lower a profile's limits for one run (`max_depth`, `budget_usd`, ...) but never raise them.
 """
@@ -37,7 +40,6 @@ A caller may lower a profile's limits for one run (`max_depth`, `budget_usd`, ..
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,22 +49,19 @@ from typing import Any
 from rlmx.config import (
     SUB_SAMPLING_KEYS,
     Config,
-    ModelChoice,
     ResolvedModels,
-    choose_models,
     depth_entries,
-    resolve_models,
     sampling_tables,
     tool_specs,
 )
 from rlmx.engine.profiles import PromptProfile
 from rlmx.errors import ConfigError
 from rlmx.limits import Limits
-from rlmx.lm.cache import ResponseCache
-from rlmx.lm.sampling import SAMPLING_KEYS, SETTING_FLAGS, Sampling
-from rlmx.pricing import Pricing
+from rlmx.lm.sampling import SAMPLING_KEYS
 from rlmx.rlm import RLM
 from rlmx.sandbox.base import SandboxSettings
+from rlmx.spec.options import BuiltSpec, RunOptions, build_spec
+from rlmx.spec.run import RunSpec
 
 PREFIX = "rlmx/"
 LIMIT_KEYS = {f.name for f in dataclasses.fields(Limits)}
@@ -91,87 +90,126 @@ OVERRIDES = {
     "timeout_s": "timeout_s",
     "max_errors": "max_errors",
 }
-FLAG_NAMES = {"timeout_s": "--timeout"}  # a Limits field whose command-line flag is not --field-name
+
+
+def quiet(_line: str) -> None:
+    """Where build_spec's model note goes for a profile: `choose_profiles` returns it instead."""
 
 
 @dataclass
 class Profile:
-    """One served set-up. `config` supplies what the profile does not say (provider settings and keys,
-    prices, per-depth models, the response cache); `base_url`, `api_key` and `concurrency` override the
-    provider settings for every model of the profile."""
+    """One served set-up: `options` (what its table or the command line states, in library names) over
+    `config` (provider settings and keys, prices, per-depth models, the response cache, `[limits]`).
+
+    Its `spec` is built once, by the one translation layer (rlmx.spec.options.build_spec); `prepare()`
+    (the commands call it at start-up, so a missing key, an unknown provider, an unreadable template or a
+    tool that cannot be imported fails then) makes what every run shares: the LM objects (one per model
+    and settings, so per-model concurrency holds across runs), the response cache, the prompt profile,
+    the tools."""
 
     name: str
-    model: str
-    sub_model: str | None = None
-    limits: Limits = field(default_factory=Limits)
+    options: RunOptions = field(default_factory=RunOptions)
     description: str = ""
-    models_by_depth: dict[int, str] = field(default_factory=dict)  # over the config's [models_by_depth]
     config: Config = field(default_factory=Config)
-    base_url: str | None = None
-    api_key: str | None = None
-    concurrency: int | None = None
-    sampling: Sampling = field(default_factory=Sampling)  # the root model's, over the config's
-    sub_sampling: Sampling = field(default_factory=Sampling)  # the sub-model's, over the config's
-    sampling_by_depth: dict[int, Sampling] = field(default_factory=dict)  # over the config's
-    prompt: str | None = None  # the prompt profile: "rlmx" (None), "official" or a template file
-    system_prompt_append: str = ""
-    tools: tuple[str, ...] = ()  # "MODULE:ATTR" specs (rlmx.tools.load_tools), imported by tool_sets()
-    sub_tools: tuple[str, ...] | None = None  # the children's, when they differ
+    environ: Mapping[str, str] | None = field(default=None, repr=False)  # None: os.environ
+    _built: BuiltSpec | None = field(default=None, repr=False)
     _models: ResolvedModels | None = field(default=None, repr=False)
-    _tool_sets: tuple[Any, Any] | None = field(default=None, repr=False)
     _prompt: PromptProfile | None = field(default=None, repr=False)
-    _cache: ResponseCache | None = field(default=None, repr=False)
-    _pricer: Pricing | None = field(default=None, repr=False)
+    _tool_sets: tuple[Any, Any] | None = field(default=None, repr=False)
+    _base: RunSpec | None = field(default=None, repr=False)
 
     @property
     def served_name(self) -> str:
         return PREFIX + self.name
 
+    @property
+    def built(self) -> BuiltSpec:
+        """The profile's spec as build_spec made it (once); a refusal names the profile."""
+        if self._built is None:
+            try:
+                self._built = build_spec(self.options, config=self.config, environ=self.environ, say=quiet)
+            except (ConfigError, TypeError) as exc:
+                raise ConfigError(f"profile {self.name!r}: {exc}") from exc
+        return self._built
+
+    @property
+    def spec(self) -> RunSpec:
+        """The profile's run as data (models as `ModelRef`s, tools as references)."""
+        return self.built.spec
+
+    @property
+    def model(self) -> str:
+        return str(getattr(self.spec.model, "name", self.spec.model))
+
+    @property
+    def sub_model(self) -> str | None:
+        sub = self.spec.sub_model
+        return None if sub is None else str(getattr(sub, "name", sub))
+
+    @property
+    def limits(self) -> Limits:
+        return self.spec.limits
+
     def models(self) -> ResolvedModels:
-        """The profile's LM objects, made once and shared by all runs (so per-model concurrency holds).
-        The commands call it at start-up, so a missing key or an unknown provider fails then."""
+        """The profile's LM objects, made once from its spec's `ModelRef`s and shared by all runs."""
         if self._models is None:
-            models = resolve_models(
-                self.config,
-                ModelChoice(self.model, self.sub_model),
-                self.models_by_depth,
-                base_url=self.base_url,
-                concurrency=self.concurrency,
-                api_key=self.api_key,
-                sampling=self.sampling,
-                sub_sampling=self.sub_sampling,
-                depth_sampling=self.sampling_by_depth,
-            )
-            if self.config.cache_enabled:
-                self._cache = ResponseCache(self.config.cache_path)
-            self._pricer = Pricing(self.config.prices)
-            self._models = models
+            from rlmx.lm.registry import resolve_model
+
+            spec, made = self.spec, {}
+
+            def lm(ref: Any) -> Any:
+                if id(ref) not in made:
+                    made[id(ref)] = resolve_model(ref.name, ref.options)
+                return made[id(ref)]
+
+            by_depth = {int(d): lm(ref) for d, ref in spec.models_by_depth.items()}
+            self._models = ResolvedModels(lm(spec.model), lm(spec.sub_model or spec.model), by_depth)
         return self._models
 
     def prompt_profile(self) -> PromptProfile:
-        """The profile's prompt profile, read once (a template file at start-up, as the commands call
-        it there) and shared by all runs; ConfigError naming it when it cannot be read."""
+        """The profile's prompt profile, read once and shared by all runs; ConfigError naming the
+        profile when it cannot be read."""
         if self._prompt is None:
+            spec = self.spec
             try:
-                self._prompt = PromptProfile.of(self.prompt or "rlmx", append=self.system_prompt_append)
+                self._prompt = PromptProfile.of(spec.prompt, append=spec.system_prompt_append)
             except ConfigError as exc:
                 raise ConfigError(f"profile {self.name!r}: {exc}") from exc
         return self._prompt
 
     def tool_sets(self) -> tuple[Any, Any]:
-        """The profile's (tools, sub_tools), imported once (the commands call it at start-up, so a module
-        that cannot be imported stops the server there) and shared by all runs."""
+        """The profile's (tools, sub_tools), imported once and shared by all runs."""
         if self._tool_sets is None:
-            if not self.tools and self.sub_tools is None:
-                self._tool_sets = (None, None)
-            else:
-                from rlmx.tools import load_configured
+            from rlmx.tools import load_all
 
-                try:
-                    self._tool_sets = load_configured(self.tools, self.sub_tools)
-                except ConfigError as exc:
-                    raise ConfigError(f"profile {self.name!r}: {exc}") from exc
+            spec = self.spec
+            try:
+                self._tool_sets = (
+                    load_all(spec.tools) if spec.tools else None,
+                    None if spec.sub_tools is None else load_all(spec.sub_tools),
+                )
+            except ConfigError as exc:
+                raise ConfigError(f"profile {self.name!r}: {exc}") from exc
         return self._tool_sets
+
+    def prepare(self) -> RunSpec:
+        """The spec every run of this profile starts from: its own, with what all runs share made
+        now (LM objects, the opened response cache, the prompt profile, the imported tools)."""
+        if self._base is None:
+            from rlmx.lm.cache import open_cache
+
+            spec, models = self.spec, self.models()
+            tools, sub_tools = self.tool_sets()
+            self._base = spec.replace(
+                model=models.root,
+                sub_model=models.sub,
+                models_by_depth=dict(models.by_depth),
+                cache=open_cache(spec.cache),
+                prompt=self.prompt_profile(),  # carries system_prompt_append
+                tools=tools,
+                sub_tools=sub_tools,
+            )
+        return self._base
 
     def limits_for(self, overrides: dict[str, Any]) -> Limits:
         """The profile's limits, lowered (never raised) by a caller's per-run overrides."""
@@ -198,29 +236,24 @@ class Profile:
         trace: bool | str | Path = True,
         sandbox: SandboxSettings | None = None,
     ) -> RLM:
-        models = self.models()
-        tools, sub_tools = self.tool_sets()
-        return RLM(
-            models.root,
-            sub_model=models.sub,
-            models_by_depth=dict(models.by_depth),
-            limits=limits or self.limits,
-            trace=trace,
-            on_event=on_event,
-            sandbox=sandbox or SandboxSettings(),
-            pricer=self._pricer,
-            cache=self._cache,
-            prompt=self.prompt_profile(),  # carries system_prompt_append
-            tools=tools,
-            sub_tools=sub_tools,
+        """One run's RLM: the profile's prepared spec with this run's limits, sinks, trace, sandbox."""
+        base = self.prepare()
+        return RLM.from_spec(
+            base.replace(
+                limits=limits or base.limits,
+                on_event=on_event,
+                trace=trace,
+                sandbox=sandbox or base.sandbox,
+            )
         )
 
 
 def profile_from_table(
     name: str, table: Mapping[str, Any], config: Config | None = None, extra_tools: tuple[str, ...] = ()
 ) -> Profile:
-    """A `[profiles.NAME]` table; its limits start from the config's `[limits]`. `extra_tools`: the
-    command line's --tools, added to the profile's own."""
+    """A `[profiles.NAME]` table (its keys are `RunOptions` names) as a profile, its spec built now;
+    its limits start from the config's `[limits]`, and its own `tools` / `sub_tools` replace the
+    config's. `extra_tools`: the command line's --tools, added to the profile's own."""
     config = config or Config()
     known = LIMIT_KEYS | MODEL_KEYS | PROMPT_KEYS | TOOL_KEYS
     unknown = set(table) - known
@@ -228,11 +261,10 @@ def profile_from_table(
         raise ConfigError(
             f"profile {name!r}: unknown keys {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}"
         )
-    tools = tool_specs(table["tools"], f"profile {name!r}: tools") if "tools" in table else config.tools
+    if "tools" in table:  # the profile's own tools stand instead of the config's
+        config = dataclasses.replace(config, tools=tool_specs(table["tools"], f"profile {name!r}: tools"))
     sub_tools = (
-        tool_specs(table["sub_tools"], f"profile {name!r}: sub_tools")
-        if "sub_tools" in table
-        else config.sub_tools
+        tool_specs(table["sub_tools"], f"profile {name!r}: sub_tools") if "sub_tools" in table else None
     )
     model = table.get("model")
     if not isinstance(model, str) or not model:
@@ -243,37 +275,29 @@ def profile_from_table(
     concurrency = table.get("concurrency")
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)):
         raise ConfigError(f"profile {name!r}: concurrency must be a whole number")
-    key_env = table.get("api_key_env")
-    api_key = os.environ.get(key_env) if key_env else None
-    if key_env and not api_key:
-        raise ConfigError(f"profile {name!r}: api_key_env names {key_env}, which is not set")
-    try:
-        limits = config.make_limits(None, **{k: v for k, v in table.items() if k in LIMIT_KEYS})
-    except (ConfigError, TypeError) as exc:
-        raise ConfigError(f"profile {name!r}: {exc}") from exc
     sampling, sub_sampling = sampling_tables(table, f"profile {name!r}")
     depth_models, depth_sampling = depth_entries(
         f"profile {name!r}: models_by_depth", table.get("models_by_depth", {})
     )
-    return Profile(
-        name=name,
+    options = RunOptions(
         model=model,
         sub_model=table.get("sub_model"),
-        limits=limits,
-        description=str(table.get("description", "")),
-        models_by_depth=depth_models,
-        config=config,
         base_url=table.get("base_url"),
-        api_key=api_key,
+        api_key_env=table.get("api_key_env"),
         concurrency=concurrency,
+        models_by_depth=depth_models,
         sampling=sampling,
         sub_sampling=sub_sampling,
         sampling_by_depth=depth_sampling,
-        prompt=table.get("prompt", config.prompt),
-        system_prompt_append=table.get("system_prompt_append", config.system_prompt_append),
-        tools=(*tools, *extra_tools),
+        limits={k: v for k, v in table.items() if k in LIMIT_KEYS},
+        prompt=table.get("prompt"),
+        system_prompt_append=table.get("system_prompt_append"),
+        tools=tuple(extra_tools),
         sub_tools=sub_tools,
     )
+    profile = Profile(name, options, description=str(table.get("description", "")), config=config)
+    profile.built  # noqa: B018 - built now: a bad limit, key or tool stops the server at start-up
+    return profile
 
 
 def load_profiles(
@@ -294,7 +318,7 @@ def load_profiles(
     if extra:
         raise ConfigError(
             f"unknown key {extra[0]!r} in the profiles file {path} (it holds [defaults] and "
-            "[profiles.NAME]); provider settings and prices go in a config file (--config FILE)"
+            "[profiles.NAME]); provider settings and prices go in a config file (`config_file`)"
         )
     defaults = data.get("defaults", {})
     tables = data.get("profiles")
@@ -308,65 +332,56 @@ def load_profiles(
     }
 
 
+# what the command line may state about the profile made from `model` (in the order a stray one is named)
+FLAG_FIELDS = ("sub_model", "base_url", "prompt", "system_prompt_append")
+
+
+def stray_fields(options: RunOptions, name: str | None) -> list[str]:
+    """The library names of what `options` (and `name`) state about one profile, beside `tools` and
+    `config_file` (which hold for every profile)."""
+    given = [key for key in FLAG_FIELDS[:2] if getattr(options, key) is not None]
+    given += ["name"] if name is not None else []
+    given += [key for key in FLAG_FIELDS[2:] if getattr(options, key) is not None]
+    given += [key for key, value in options.limits.items() if value is not None]
+    given += list(options.sampling.body())
+    given += [f"sub_{key}" for key in options.sub_sampling.body()]
+    for key in ("models_by_depth", "sampling_by_depth", "prices", "concurrency", "api_key_env"):
+        if getattr(options, key):
+            given.append(key)
+    return given + (["model"] if options.model is not None else [])
+
+
 def choose_profiles(
     config: Config,
     *,
     profiles_file: str | Path | None = None,
-    model: str | None = None,
-    sub_model: str | None = None,
-    base_url: str | None = None,
+    options: RunOptions | None = None,
     name: str | None = None,
-    limits: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
-    sampling: Sampling | None = None,
-    sub_sampling: Sampling | None = None,
-    prompt: str | None = None,
-    system_prompt_append: str | None = None,
-    tools: tuple[str, ...] = (),
 ) -> tuple[dict[str, Profile], str | None]:
-    """The profiles `rlmx serve` / `rlmx mcp` offer (the order is in the module docstring), and the
-        one-time note when rlmx picked the model itself. `limits`: the flags' Limits values (None = not given);
-        `sampling` / `sub_sampling`: the root's and the sub-model's sampling flags; `prompt` and
-        `system_prompt_append` (its text, @FILE already read): the prompt flags (None = not given); `tools`: the
-    --tools given, added to every profile's."""
-    given = {k: v for k, v in (limits or {}).items() if v is not None}
-    sampling, sub_sampling = sampling or Sampling(), sub_sampling or Sampling()
-    if profiles_file is not None or (model is None and config.profiles):
-        flags = {"--sub-model": sub_model, "--base-url": base_url, "--name": name, "--prompt": prompt}
-        flags["--system-prompt-append"] = system_prompt_append
-        flags |= {FLAG_NAMES.get(k, "--" + k.replace("_", "-")): v for k, v in given.items()}
-        flags |= {SETTING_FLAGS[k][0]: v for k, v in sampling.body().items()}
-        flags |= {SETTING_FLAGS[k][1]: v for k, v in sub_sampling.body().items()}
-        if model is not None:
-            flags["--model"] = model
-        stray = [flag for flag, value in flags.items() if value is not None]
-        where = f"--profiles {profiles_file}" if profiles_file is not None else "[profiles] in the config"
+    """The profiles `rlmx serve` / `rlmx mcp` offer (the order is in the module docstring), each with
+    its spec built, and the one-time note when rlmx picked the model itself. `options`: what the
+    command line states (a profile of its own when the profiles do not come from a file or the config;
+    its `tools` are added to every profile's); `name`: that profile's name (default: the model's)."""
+    options = options or RunOptions()
+    if profiles_file is not None or (options.model is None and config.profiles):
+        stray = stray_fields(options, name)
+        where = (
+            f"`profiles_file` {profiles_file}" if profiles_file is not None else "[profiles] in the config"
+        )
         if stray:
             raise ConfigError(
-                f"{stray[0]} describes the profile made from --model; the profiles come from {where}: "
+                f"`{stray[0]}` describes the profile made from `model`; the profiles come from {where}: "
                 "set it in a profile table instead"
             )
         if profiles_file is not None:
-            return load_profiles(profiles_file, config, tools), None
-        return {n: profile_from_table(n, table, config, tools) for n, table in config.profiles.items()}, None
-    choice = choose_models(model, sub_model, config, environ, base_url=base_url)
-    profile = Profile(
-        name=name or choice.model.split(":", 1)[-1],
-        model=choice.model,
-        sub_model=choice.sub_model,
-        limits=config.make_limits(choice.limits, **given),
-        config=config,
-        base_url=base_url,
-        sampling=sampling,
-        sub_sampling=sub_sampling,
-        prompt=prompt or config.prompt,
-        system_prompt_append=config.system_prompt_append
-        if system_prompt_append is None
-        else system_prompt_append,
-        tools=(*config.tools, *tools),
-        sub_tools=config.sub_tools,
-    )
-    return {profile.name: profile}, choice.note
+            return load_profiles(profiles_file, config, options.tools), None
+        tables = config.profiles.items()
+        return {n: profile_from_table(n, table, config, options.tools) for n, table in tables}, None
+    built = build_spec(options, config=config, environ=environ, say=quiet)
+    chosen = built.spec.model.name
+    profile = Profile(name or chosen.split(":", 1)[-1], options, config=config, environ=environ, _built=built)
+    return {profile.name: profile}, built.note
 
 
 def find_profile(profiles: dict[str, Profile], requested: str | None) -> Profile:

@@ -48,7 +48,7 @@ class Roots:
         for item in dirs:
             path = Path(item).expanduser()
             if not path.is_dir():
-                raise ConfigError(f"--root {item}: not a directory; give an existing folder callers may read")
+                raise ConfigError(f"`root` {item}: not a directory; give an existing folder callers may read")
             resolved.append(path.resolve())
         return cls(tuple(resolved))
 

@@ -21,12 +21,12 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OverflowError as exc:  # a port out of range, from a caller that skipped the option's check
         sock.close()
-        raise ConfigError(f"--port {port}: a port is 1-65535 (0: any free port)") from exc
+        raise ConfigError(f"`port` {port}: a port is 1-65535 (0: any free port)") from exc
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise ConfigError(
-                f"cannot listen on {host}:{port}: the port is already in use; pick another --port "
+                f"cannot listen on {host}:{port}: the port is already in use; pick another `port` "
                 "(0: any free port) or stop what is listening there"
             ) from exc
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc

@@ -38,9 +38,9 @@ def prepare_trace_dir(path: Path | None, kind: str) -> Path:
         if not folder.exists():
             folder.mkdir(mode=0o700, parents=True)
         if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-            raise ConfigError(f"--trace-dir {folder}: not a folder this user can write in")
+            raise ConfigError(f"`trace_dir` {folder}: not a folder this user can write in")
     except OSError as exc:
-        raise ConfigError(f"--trace-dir {folder}: cannot create it: {exc.strerror or exc}") from exc
+        raise ConfigError(f"`trace_dir` {folder}: cannot create it: {exc.strerror or exc}") from exc
     return folder
 
 
@@ -62,15 +62,15 @@ class ServeSettings:
 
     def __post_init__(self) -> None:
         if not self.profiles:
-            raise ConfigError("no profiles to serve: give --model or --profiles FILE")
+            raise ConfigError("no profiles to serve: give `model` or `profiles_file` FILE")
         checks = [
-            (self.max_request_bytes > 0, "--max-request-bytes must be > 0"),
-            (self.max_context_bytes > 0, "--max-context-bytes must be > 0"),
-            (self.context_threshold > 0, "--context-threshold must be > 0"),
-            (self.max_running >= 1, "--max-running must be >= 1"),
-            (self.max_queued >= 0, "--max-queued must be >= 0"),
-            (self.max_sessions >= 0, "--max-sessions must be >= 0"),
-            (self.session_idle_s > 0, "--session-idle-s must be > 0"),
+            (self.max_request_bytes > 0, "`max_request_bytes` must be > 0"),
+            (self.max_context_bytes > 0, "`max_context_bytes` must be > 0"),
+            (self.context_threshold > 0, "`context_threshold` must be > 0"),
+            (self.max_running >= 1, "`max_running` must be >= 1"),
+            (self.max_queued >= 0, "`max_queued` must be >= 0"),
+            (self.max_sessions >= 0, "`max_sessions` must be >= 0"),
+            (self.session_idle_s > 0, "`session_idle_s` must be > 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -91,15 +91,15 @@ def resolve_token(token: str | None, *, no_auth: bool, host: str) -> str | None:
     if no_auth:
         if not is_loopback(host):
             raise ConfigError(
-                f"--no-auth is only allowed on a loopback bind (127.0.0.1, ::1), not {host}; "
-                f"set {TOKEN_ENV} or pass --token"
+                f"`no_auth` is only allowed on a loopback bind (127.0.0.1, ::1), not {host}; "
+                f"set {TOKEN_ENV} or pass `token`"
             )
         return None
     token = token or os.environ.get(TOKEN_ENV)
     if not token:
         raise ConfigError(
-            f"no bearer token: set {TOKEN_ENV} (e.g. export {TOKEN_ENV}=$(openssl rand -hex 24)) or pass --token; "
-            "on 127.0.0.1 you may pass --no-auth instead"
+            f"no bearer token: set {TOKEN_ENV} (e.g. export {TOKEN_ENV}=$(openssl rand -hex 24)) or pass `token`; "
+            "on 127.0.0.1 you may pass `no_auth` instead"
         )
     if len(token) < 8:
         raise ConfigError("the bearer token is too short: use at least 8 characters")

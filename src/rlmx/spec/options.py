@@ -36,7 +36,8 @@ class RunOptions:
     default, the embedded model), `models_by_depth`, `base_url`, `concurrency` (requests in flight per
     model); `sampling` / `sub_sampling`: the root's and the sub-model's; `limits`: `Limits` fields
     given; `prices`: model -> `Price`; `prompt`, `system_prompt_append` (text, or "@FILE");
-    `tools`: `MODULE:ATTR` references beside the config's; `sandbox`: the backend's name; `trace`: a
+    `tools`: `MODULE:ATTR` references beside the config's; `sub_tools`: the children's, over the
+    config's `sub_tools` (None: the config's; `()`: none); `sandbox`: the backend's name; `trace`: a
     path, False (off) or None (a new file); `excerpt_chars` (0: whole texts); `cache`;
     `output_schema`: a JSON schema or a schema file's path; `config_file`: read after the user's and
     the project's. `include` / `exclude` / `gitignore` are how files of a context are picked."""
@@ -56,6 +57,7 @@ class RunOptions:
     prompt: str | None = None
     system_prompt_append: str | None = None
     tools: tuple[str, ...] = ()
+    sub_tools: tuple[str, ...] | None = None
     sandbox: str = "process"
     trace: str | bool | None = None
     excerpt_chars: int | None = None
@@ -105,11 +107,13 @@ def build_spec(
     limiters: Callable[[str], Any] | None = None,
     say: Say | None = None,
     config: Any = None,
+    environ: Mapping[str, str] | None = None,
 ) -> BuiltSpec:
     """The spec of `options` over the configuration files (`config`: one already read). Every
     refusal (configuration, models, keys, tools, limits, schema) is made here. `limiters(model)`: a
     rate limiter shared beyond the run (a batch's); `say`: where the model note and the sandbox's
-    warning go (default: stderr)."""
+    warning go (default: stderr); `environ`: where $RLMX_MODEL and the providers' keys are looked for
+    when choosing the model (default: os.environ)."""
     from rlmx.config import choose_models, load_config, model_refs
     from rlmx.context.prefilter import Prefilter
     from rlmx.pricing import Pricing
@@ -117,7 +121,7 @@ def build_spec(
 
     say = say or to_stderr
     cfg = config if config is not None else load_config(options.config_file)
-    choice = choose_models(options.model, options.sub_model, cfg, base_url=options.base_url)
+    choice = choose_models(options.model, options.sub_model, cfg, environ, base_url=options.base_url)
     limits = cfg.make_limits(choice.limits, **dict(options.limits))
     try:
         sandbox = SandboxSettings(backend=options.sandbox)
@@ -125,7 +129,7 @@ def build_spec(
         raise InvalidSettings(str(exc).replace("SandboxSettings: ", "`sandbox`: ")) from exc
     if options.sandbox in SANDBOX_WARNINGS:
         say(SANDBOX_WARNINGS[options.sandbox])
-    tools, sub_tools = configured_tools(cfg, options.tools)
+    tools, sub_tools = configured_tools(cfg, options.tools, options.sub_tools)
     Prefilter.parse(options.prefilter)  # refused here, before the context is read
     output = schema_of(options.output_schema)
     if choice.note:
@@ -176,15 +180,16 @@ def api_key_of(options: RunOptions) -> str | None:
 
 
 def configured_tools(
-    cfg: Any, extra: tuple[str, ...]
+    cfg: Any, extra: tuple[str, ...], sub_tools: tuple[str, ...] | None = None
 ) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
     """The config's tools plus `extra`, as references, every module imported here (so a bad one is
-    refused before any model call); children take `sub_tools` when the config gives them."""
+    refused before any model call); children take `sub_tools` (else the config's) when given."""
     from rlmx.tools import load_configured
 
-    load_configured(cfg.tools, cfg.sub_tools, extra)
+    sub = cfg.sub_tools if sub_tools is None else sub_tools
+    load_configured(cfg.tools, sub, extra)
     root = (*cfg.tools, *extra)
-    return (root or None), (None if cfg.sub_tools is None else tuple(cfg.sub_tools))
+    return (root or None), (None if sub is None else tuple(sub))
 
 
 def schema_of(value: Any) -> dict[str, Any] | None:
