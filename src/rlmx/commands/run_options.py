@@ -239,7 +239,6 @@ LIBRARY_TERMS: dict[str, str] = {
     "noise": "--noise",
     "oracle": "--oracle",
     "executor": "--executor",
-    "out": "--out",
 }
 
 
