@@ -8,13 +8,6 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
-# Imports (importer, imported) left out of the cycle checks for now: the cycles through rlm.py, session.py
-# and sandbox/pool.py, which are being restructured. Removed when issue 24 (C) lands; an entry whose
-# import is gone fails `test_the_allowed_imports_still_exist`, so the set only shrinks.
-ALLOWED_UNTIL_ISSUE_24C: set[tuple[str, str]] = {
-    ("rlmx.sandbox.pool", "rlmx"),  # `import rlmx` (run time): rlmx -> rlm -> sandbox.process -> pool
-}
-
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(SRC).with_suffix("").parts)
@@ -57,14 +50,6 @@ def import_graph() -> dict[str, set[str]]:
     paths = {module_name(p): p for p in (SRC / "rlmx").rglob("*.py")}
     modules = set(paths)
     return {name: imports_of(path, modules) for name, path in paths.items()}
-
-
-def checked_graph() -> dict[str, set[str]]:
-    """The import graph without the imports `ALLOWED_UNTIL_ISSUE_24C` leaves out."""
-    return {
-        name: {dep for dep in deps if (name, dep) not in ALLOWED_UNTIL_ISSUE_24C}
-        for name, deps in import_graph().items()
-    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -124,23 +109,16 @@ def test_the_graph_counts_imports_under_type_checking(tmp_path: Path) -> None:
 
 
 def test_no_import_cycle_among_rlmx_modules() -> None:
-    graph = checked_graph()
+    graph = import_graph()
     assert len(graph) > 50
     assert cycles(graph) == []
-
-
-def test_the_allowed_imports_still_exist() -> None:
-    """An allowed import that is gone is an entry to delete from `ALLOWED_UNTIL_ISSUE_24C`."""
-    graph = import_graph()
-    gone = sorted(pair for pair in ALLOWED_UNTIL_ISSUE_24C if pair[1] not in graph.get(pair[0], set()))
-    assert gone == [], f"no longer imported, remove from ALLOWED_UNTIL_ISSUE_24C: {gone}"
 
 
 def test_no_import_cycle_among_rlmx_packages() -> None:
     """One direction between the layers: `context` never imports `sandbox` (the payload it hands the
     sandbox is its own), `typed` never imports the engine, and so on for every top-level package."""
     packages: dict[str, set[str]] = {}
-    for module, imported in checked_graph().items():
+    for module, imported in import_graph().items():
         top = ".".join(module.split(".")[:2])
         packages.setdefault(top, set()).update(
             ".".join(name.split(".")[:2])

@@ -49,11 +49,12 @@ def test_no_library_string_names_a_flag() -> None:
 
 def test_the_command_line_reads_library_names_as_its_flags() -> None:
     message = (
-        "`max_cost_usd`=50.0 cannot be enforced; give x a price (`pricer`), or pass `allow_unpriced`=True; "
+        "`max_cost_usd`=50.0 cannot be enforced; give x a price (`pricer`=Pricing({'openai:x': Price(IN, OUT)})"
+        "), or pass `allow_unpriced`=True; "
         "`timeout_s`, `sub_top_p`, `models_by_depth` entry; `gitignore`=False; `not_an_option` stays"
     )
     assert cli_terms(message) == (
-        "--max-cost-usd 50.0 cannot be enforced; give x a price (--price MODEL=IN,OUT), or pass "
+        "--max-cost-usd 50.0 cannot be enforced; give x a price (--price openai:x=IN,OUT), or pass "
         "--allow-unknown-price; --timeout, --sub-top-p, --depth-model entry; --no-gitignore; "
         "`not_an_option` stays"
     )

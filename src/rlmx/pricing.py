@@ -243,6 +243,11 @@ def default_pricing() -> Pricing:
     return _DEFAULT[0]
 
 
+def price_hint(model: str) -> str:
+    """How to give `model` a price, in the library's terms (the command line shows its --price)."""
+    return f"`pricer`=Pricing({{{model!r}: Price(IN, OUT)}})"
+
+
 def budget_warnings(unpriced: list[str], limits: Limits) -> list[str]:
     """The run's warnings about models without a price (only under `max_cost_usd`)."""
     return [unpriced_warning(unpriced, limits)] if unpriced and limits.max_cost_usd is not None else []
@@ -251,7 +256,7 @@ def budget_warnings(unpriced: list[str], limits: Limits) -> list[str]:
 def unpriced_warning(models: list[str], limits: Limits, *, refused: bool = False) -> str:
     """One line: which models have no price, what that means for `max_cost_usd`, and how to fix it."""
     names = ", ".join(models)
-    fix = f"give {models[0]} a price (`pricer`, USD per million tokens)"
+    fix = f"give {models[0]} a price ({price_hint(models[0])}, USD per million tokens)"
     if refused:
         return (
             f"`max_cost_usd`={limits.max_cost_usd} cannot be enforced: no price is known for {names}; {fix}, "

@@ -146,14 +146,15 @@ def check_prices(rlm: Any, limits: BatchLimits) -> None:
     """Under a batch cost limit every model must have a price (else the budget cannot hold)."""
     if limits.max_cost_usd is None or rlm.allow_unpriced:
         return
-    from rlmx.pricing import default_pricing, is_priced
+    from rlmx.pricing import default_pricing, is_priced, price_hint
 
     pricer = rlm.pricer or default_pricing()
     unpriced = [name for name in rlm.model_names if not is_priced(pricer, name)]
     if unpriced:
         raise ConfigError(
             f"`batch_max_cost_usd` cannot be enforced: no price known for {', '.join(unpriced)}; give "
-            f"{unpriced[0]} a price (`pricer`, USD per million tokens) or pass `allow_unpriced`=True"
+            f"{unpriced[0]} a price ({price_hint(unpriced[0])}, USD per million tokens) or pass "
+            "`allow_unpriced`=True"
         )
 
 

@@ -204,6 +204,7 @@ def run_options(values: Mapping[str, Any], base: Any = None) -> Any:
 
 
 # the library's names in its messages (`max_cost_usd`) -> what a command-line user types
+PRICE_HINT = r"`pricer`=Pricing\(\{'([^']+)': Price\(IN, OUT\)\}\)"
 LIBRARY_TERMS: dict[str, str] = {
     "pricer": "--price MODEL=IN,OUT",
     "gitignore=False": "--no-gitignore",
@@ -270,4 +271,5 @@ def cli_terms(message: str) -> str:
             return match.group(0)
         return flag if value in (None, "=True") else f"{flag} {value[1:]}"
 
+    message = re.sub(PRICE_HINT, r"--price \1=IN,OUT", message)  # rlmx.pricing.price_hint
     return re.sub(r"`([A-Za-z_][A-Za-z0-9_.]*)`(=[^\s,;:)]+)?", term, message)
