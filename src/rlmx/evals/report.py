@@ -95,7 +95,7 @@ def write_report(out: Path, *, plots: bool = True) -> Path:
     """Write `report.md` (and `plot-<family>.png` files) in `out` from its results; returns the report."""
     records = load_records(out)
     if not records:
-        raise ConfigError(f"no results in {out}: run `rlmx eval ... --out {out}` first")
+        raise ConfigError(f"no results in {out}: run the eval with `out`={out} first")
     data = aggregate(records)
     first = records[0]
     lines = [

@@ -116,7 +116,7 @@ class ChatService:
             raise ApiError(
                 401,
                 "missing or wrong bearer token: send 'Authorization: Bearer <token>' (the server's "
-                "RLMX_SERVE_TOKEN / --token)",
+                "token: its RLMX_SERVE_TOKEN or `token` setting)",
                 headers={"www-authenticate": "Bearer"},
             )
 
@@ -137,7 +137,7 @@ class ChatService:
             raise ApiError(
                 413,
                 f"the request body is larger than this server's limit of {limit:,} bytes; pass large "
-                "context as files under the server's roots (extra_body rlmx.paths) or raise --max-request-bytes",
+                "context as files under the server's roots (extra_body rlmx.paths) or raise its `max_request_bytes`",
             )
         try:
             return json.loads(data)

@@ -69,7 +69,7 @@ class Roots:
             raise PathRefused("a path must be a non-empty string", 400)
         if not self.dirs:
             raise PathRefused(
-                "file paths are disabled on this server: it was started without --root DIR", 403
+                "file paths are disabled on this server: it was started without `root` folders", 403
             )
         if ".." in PurePath(spec).parts:
             raise PathRefused(f"path {spec!r} has a '..' part; give a path inside an allowed root", 400)

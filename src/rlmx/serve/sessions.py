@@ -84,7 +84,7 @@ class SessionStore:
         self._prune()
         if self.max_sessions == 0:
             raise SessionRefused(
-                "this server keeps no sessions (it runs with --max-sessions 0)", 400, "sessions_disabled"
+                "this server keeps no sessions (its `max_sessions` is 0)", 400, "sessions_disabled"
             )
         if len(self.held) >= self.max_sessions:
             raise SessionRefused(
