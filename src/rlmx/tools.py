@@ -23,7 +23,6 @@ from rlmx.repl.tools import ANY_ARGS, signature_text
 
 TOOL_TIMEOUT_S = 30.0  # a call's time on the host, unless the tool or the RLM says otherwise
 TOOL_MAX_BYTES = 1_000_000  # a call's arguments, and its result, as JSON
-TOOL_OPTIONS = ("tools", "tool_values", "tool_max_bytes")  # the keys of `context_options` tools use
 # names the REPL gives besides its reserved ones (rlmx.repl.namespace); a tool may not take them either
 ALSO_TAKEN = frozenset({"answer", "ctx", "ToolError"})
 
@@ -175,7 +174,7 @@ class ToolSet:
         return {name: tool.fn for name, tool in self.tools.items() if not tool.is_function}
 
     def repl_options(self, max_bytes: int) -> dict[str, Any]:
-        """What the REPL is sent in INIT's `context_options` (nothing when there are no tools)."""
+        """What the REPL is sent of the tools, in its `ReplOptions` (nothing when there are no tools)."""
         if not self.tools:
             return {}
         return {

@@ -4,41 +4,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from rlmx.commands import options as opt
 from rlmx.commands.profiles import load_profiles
+from rlmx.commands.run_options import SERVED_LAYOUT, with_run_options
 from rlmx.errors import ConfigError
 
 
+@with_run_options(layout=("root", *SERVED_LAYOUT))
 def mcp(
     root: Annotated[
         list[Path],
         typer.Option("--root", help="A folder the tools may read; repeatable. Paths outside are refused."),
     ] = [],  # noqa: B006
-    model: opt.Model = None,
-    sub_model: opt.SubModel = None,
-    base_url: opt.BaseUrl = None,
-    temperature: opt.Temperature = None,
-    top_p: opt.TopP = None,
-    reasoning_effort: opt.ReasoningEffort = None,
-    sub_temperature: opt.SubTemperature = None,
-    sub_top_p: opt.SubTopP = None,
-    sub_reasoning_effort: opt.SubReasoningEffort = None,
     name: Annotated[str | None, typer.Option(help="Profile name (default: the model's name).")] = None,
     profiles_file: opt.ProfilesFile = None,
-    max_depth: opt.MaxDepth = None,
-    max_iterations: opt.MaxIterations = None,
-    max_llm_calls: opt.MaxLlmCalls = None,
-    max_cost_usd: opt.MaxCostUsd = None,
-    timeout: opt.Timeout = None,
-    max_errors: opt.MaxErrors = None,
-    prompt: opt.Prompt = None,
-    system_prompt_append: opt.SystemPromptAppend = None,
-    tools: opt.Tools = [],  # noqa: B006
-    config_file: opt.ConfigFile = None,
     max_running: Annotated[int, typer.Option(help="Runs at once; more calls wait.")] = 2,
     max_context_bytes: opt.MaxContextBytes = 512 * 2**20,
     max_sessions: opt.MaxSessions = 16,
@@ -60,6 +43,7 @@ def mcp(
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="With --transport http: the port (0: any free port).")
     ] = 8765,
+    **run: Any,
 ) -> None:
     """Serve the MCP tools `ask` (an RLM run over files under --root) and `trace` (summarise a run).
 
@@ -83,27 +67,6 @@ def mcp(
         raise ConfigError(
             f"--transport http has no authentication here, so it binds loopback only, not {host}"
         )
-    run = {
-        "model": model,
-        "sub_model": sub_model,
-        "base_url": base_url,
-        "temperature": temperature,
-        "top_p": top_p,
-        "reasoning_effort": reasoning_effort,
-        "sub_temperature": sub_temperature,
-        "sub_top_p": sub_top_p,
-        "sub_reasoning_effort": sub_reasoning_effort,
-        "max_depth": max_depth,
-        "max_iterations": max_iterations,
-        "max_llm_calls": max_llm_calls,
-        "max_cost_usd": max_cost_usd,
-        "timeout": timeout,
-        "max_errors": max_errors,
-        "prompt": prompt,
-        "system_prompt_append": system_prompt_append,
-        "tools": tools,
-        "config_file": config_file,
-    }
     profiles = load_profiles(run, profiles_file=profiles_file, name=name)
     settings = McpSettings(
         profiles=profiles,

@@ -145,34 +145,77 @@ RUN_OPTIONS: tuple[Declared, ...] = (
 DECLARED = {d.name: d for d in RUN_OPTIONS}
 
 
-def with_run_options(*, exclude: tuple[str, ...] = ()) -> Callable[[Any], Any]:
-    """A command taking every run option (but `exclude`) after its own parameters, as keyword
-    arguments gathered in its `**run` parameter: each option is declared once, here."""
+def with_run_options(
+    *, exclude: tuple[str, ...] = (), layout: tuple[str, ...] | None = None
+) -> Callable[[Any], Any]:
+    """A command taking the run options as keyword arguments gathered in its `**run` parameter: each
+    option is declared once, here. By default every run option but `exclude`, after the command's own
+    parameters. With `layout` (names of run options and of the command's own parameters, in the order
+    its help lists them): only the run options named there, in that order, then the command's other
+    parameters."""
 
     def wrap(fn: Any) -> Any:
         unknown = set(exclude) - set(DECLARED)
-        if unknown:
-            raise ValueError(f"with_run_options: unknown options {sorted(unknown)}")
         signature = inspect.signature(fn)
-        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        taken = {p.name for p in own}
-        added = [
-            inspect.Parameter(d.name, inspect.Parameter.KEYWORD_ONLY, default=d.default, annotation=d.alias)
-            for d in RUN_OPTIONS
-            if d.name not in exclude and d.name not in taken
-        ]
         hints = typing.get_type_hints(fn, include_extras=True)
-        own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in own]
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        own = {
+            p.name: p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in signature.parameters.values()
+            if p.kind is not inspect.Parameter.VAR_KEYWORD
+        }
+        if layout is not None:
+            unknown |= {name for name in layout if name not in DECLARED and name not in own}
+        if unknown:
+            raise ValueError(f"with_run_options({fn.__name__}): unknown names {sorted(unknown)}")
+
+        def option(name: str) -> inspect.Parameter:
+            d = DECLARED[name]
+            return inspect.Parameter(d.name, keyword, default=d.default, annotation=d.alias)
+
+        if layout is None:
+            params = [*own.values(), *(option(d.name) for d in RUN_OPTIONS if d.name not in {*exclude, *own})]
+        else:
+            arguments = [p for p in own.values() if p.default is inspect.Parameter.empty]
+            placed = [own[n].replace(kind=keyword) if n in own else option(n) for n in layout]
+            rest = [p.replace(kind=keyword) for n, p in own.items() if n not in layout and p not in arguments]
+            params = [*arguments, *placed, *rest]
 
         @functools.wraps(fn)
         def command(*args: Any, **kwargs: Any) -> Any:
             return fn(*args, **kwargs)
 
-        command.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in (*own, *added)}
+        command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
         return command
 
     return wrap
+
+
+# the run options `rlmx serve` and `rlmx mcp` take (for the profile made from the flags), in their order
+SERVED_LAYOUT = (
+    "model",
+    "sub_model",
+    "base_url",
+    "temperature",
+    "top_p",
+    "reasoning_effort",
+    "sub_temperature",
+    "sub_top_p",
+    "sub_reasoning_effort",
+    "name",
+    "profiles_file",
+    "max_depth",
+    "max_iterations",
+    "max_llm_calls",
+    "max_cost_usd",
+    "timeout",
+    "max_errors",
+    "prompt",
+    "system_prompt_append",
+    "tools",
+    "config_file",
+)
 
 
 def run_options(values: Mapping[str, Any], base: Any = None) -> Any:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from rlmx.commands import options as opt
 from rlmx.commands.profiles import load_profiles
+from rlmx.commands.run_options import SERVED_LAYOUT, with_run_options
 from rlmx.errors import ConfigError
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -26,30 +27,12 @@ def missing_extra(exc: ModuleNotFoundError, extra: str) -> ConfigError:
     )
 
 
+@with_run_options(layout=SERVED_LAYOUT)
 def serve(
-    model: opt.Model = None,
-    sub_model: opt.SubModel = None,
-    base_url: opt.BaseUrl = None,
-    temperature: opt.Temperature = None,
-    top_p: opt.TopP = None,
-    reasoning_effort: opt.ReasoningEffort = None,
-    sub_temperature: opt.SubTemperature = None,
-    sub_top_p: opt.SubTopP = None,
-    sub_reasoning_effort: opt.SubReasoningEffort = None,
     name: Annotated[
         str | None, typer.Option(help="Profile name; served as rlmx/NAME (default: the model's name).")
     ] = None,
     profiles_file: opt.ProfilesFile = None,
-    max_depth: opt.MaxDepth = None,
-    max_iterations: opt.MaxIterations = None,
-    max_llm_calls: opt.MaxLlmCalls = None,
-    max_cost_usd: opt.MaxCostUsd = None,
-    timeout: opt.Timeout = None,
-    max_errors: opt.MaxErrors = None,
-    prompt: opt.Prompt = None,
-    system_prompt_append: opt.SystemPromptAppend = None,
-    tools: opt.Tools = [],  # noqa: B006
-    config_file: opt.ConfigFile = None,
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[
         int,
@@ -86,6 +69,7 @@ def serve(
             callback=check_log_level,
         ),
     ] = "info",
+    **run: Any,
 ) -> None:
     """Serve POST /v1/chat/completions and GET /v1/models; each completion is an RLM run.
 
@@ -103,27 +87,6 @@ def serve(
     except ModuleNotFoundError as exc:
         raise missing_extra(exc, "serve") from exc
     auth_token = resolve_token(token, no_auth=no_auth, host=host)
-    run = {
-        "model": model,
-        "sub_model": sub_model,
-        "base_url": base_url,
-        "temperature": temperature,
-        "top_p": top_p,
-        "reasoning_effort": reasoning_effort,
-        "sub_temperature": sub_temperature,
-        "sub_top_p": sub_top_p,
-        "sub_reasoning_effort": sub_reasoning_effort,
-        "max_depth": max_depth,
-        "max_iterations": max_iterations,
-        "max_llm_calls": max_llm_calls,
-        "max_cost_usd": max_cost_usd,
-        "timeout": timeout,
-        "max_errors": max_errors,
-        "prompt": prompt,
-        "system_prompt_append": system_prompt_append,
-        "tools": tools,
-        "config_file": config_file,
-    }
     profiles = load_profiles(run, profiles_file=profiles_file, name=name)
     settings = ServeSettings(
         profiles=profiles,

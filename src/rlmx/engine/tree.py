@@ -99,10 +99,6 @@ class RunTree:
             {"role": "user", "content": self.profile.opening(meta, question)},
         ]
 
-    def repl_options(self, depth: int) -> dict[str, Any]:
-        """What a REPL at `depth` is told beside its context: the profile's dialect and its tools."""
-        return {"profile": self.profile.dialect, **self.tools.repl_options(depth)}
-
     def settings(
         self,
         *,
