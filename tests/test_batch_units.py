@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from rlmx import RLM, Limits, SandboxSettings
-from rlmx.batch.client import FleetRateLimiter, FleetReservation, ItemBudget, LocalFleetClient
+from rlmx.batch.client import FleetRateLimiter, FleetReservation, InProcessFleetClient, ItemBudget
 from rlmx.batch.fleet import BatchLimits, Fleet, RateSpec
 from rlmx.batch.items import MAX_LISTED, BatchInputError, read_items
 from rlmx.batch.results import ResultsFile
 from rlmx.batch.shipping import pack, unpack
 from rlmx.context.context import Context
-from rlmx.engine.tree import BUDGET_OUTPUT_TOKENS
+from rlmx.engine.run_state import BUDGET_OUTPUT_TOKENS
 from rlmx.errors import BudgetExhausted, ConfigError
 from rlmx.lm.base import Usage
 from rlmx.lm.ratelimit import RateLimiter
@@ -240,11 +240,11 @@ def test_unpriced_calls_cost_nothing_under_a_cost_budget() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"max_llm_calls": 1}, "--batch-max-llm-calls must be >= 2"),
+        ({"max_llm_calls": 1}, "`batch_max_llm_calls` must be >= 2"),
         ({"max_llm_calls": 0}, "an item needs a call and its final answer"),
-        ({"max_total_tokens": 0}, "--batch-max-total-tokens must be >= 1"),
-        ({"max_cost_usd": 0.0}, "--batch-max-cost-usd must be > 0"),
-        ({"max_cost_usd": -1.0}, "--batch-max-cost-usd must be > 0"),
+        ({"max_total_tokens": 0}, "`batch_max_total_tokens` must be >= 1"),
+        ({"max_cost_usd": 0.0}, "`batch_max_cost_usd` must be > 0"),
+        ({"max_cost_usd": -1.0}, "`batch_max_cost_usd` must be > 0"),
     ],
 )
 def test_batch_limits_refuse_bounds_no_item_could_run_under(kwargs: dict[str, Any], message: str) -> None:
@@ -343,7 +343,7 @@ def test_item_budget_refusal_is_budget_exhausted_naming_the_batch() -> None:
     limits = BatchLimits(max_llm_calls=3)
     fleet = Fleet(limits)
     assert fleet.admit("t-1", 2) is None
-    budget = ItemBudget(LocalFleetClient(fleet), limits, "t-1", 2)
+    budget = ItemBudget(InProcessFleetClient(fleet), limits, "t-1", 2)
     assert budget.prices_calls is False
 
     async def go() -> None:
@@ -369,7 +369,7 @@ def test_item_budget_final_refusal_and_cost_limit() -> None:
     limits = BatchLimits(max_cost_usd=1.0)
     fleet = Fleet(limits)
     assert fleet.admit("x", 1) is None
-    budget = ItemBudget(LocalFleetClient(fleet), limits, "x", 1)
+    budget = ItemBudget(InProcessFleetClient(fleet), limits, "x", 1)
     assert budget.prices_calls is True
 
     async def go() -> None:
@@ -399,7 +399,7 @@ def test_a_run_stops_at_the_batch_call_limit_with_its_forced_final_answer() -> N
     model = looping_model()
     lm = model.lm()
     rlm = RLM(model=lm, sandbox=LOCAL, trace=False)
-    budget = ItemBudget(LocalFleetClient(fleet), limits, "a", 1)
+    budget = ItemBudget(InProcessFleetClient(fleet), limits, "a", 1)
     result = asyncio.run(rlm.arun("what is it?", "some context", shared=budget))
     assert result.stopped_by == "batch_max_llm_calls"
     assert result.answer == "forced answer" and result.answer_source not in ("none", None)
@@ -431,7 +431,7 @@ def test_a_shared_cost_budget_makes_the_run_send_an_output_cap() -> None:
         if shared_limits is not None:
             fleet = Fleet(shared_limits)
             assert fleet.admit("a", 1) is None
-            shared = ItemBudget(LocalFleetClient(fleet), shared_limits, "a", 1)
+            shared = ItemBudget(InProcessFleetClient(fleet), shared_limits, "a", 1)
         result = asyncio.run(rlm.arun("q", "ctx", shared=shared))
         assert result.answer == "done"
         run_costs.append(result.usage["cost_usd"])
@@ -556,7 +556,7 @@ def test_fleet_rate_settle_corrects_the_tokens() -> None:
 
 def test_fleet_rate_limiter_through_a_local_client() -> None:
     fleet = Fleet(rates={"p:m": RateSpec(tpm=600)}, window_s=6.0)
-    client = LocalFleetClient(fleet)
+    client = InProcessFleetClient(fleet)
     rated = FleetRateLimiter(client, "p:m")
     free = FleetRateLimiter(client, "p:free")
 

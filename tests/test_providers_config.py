@@ -12,7 +12,7 @@ import pytest
 
 from rlmx.config import Config, choose_models, load_config, parse_depth_models, resolve_models
 from rlmx.errors import ConfigError
-from rlmx.lm.local import EMBEDDED_NOTICE
+from rlmx.lm.llama_cpp import EMBEDDED_NOTICE
 from rlmx.lm.openai_compat import OpenAICompatLM
 from rlmx.testing import ScriptedServer
 

@@ -419,13 +419,11 @@ def test_the_local_model_gets_temperature_and_top_p(monkeypatch: pytest.MonkeyPa
             return {"choices": [{"message": {"content": "hi"}}], "usage": {}}
 
     monkeypatch.setattr(local, "_load", lambda *args: (FakeLlama(), threading.Lock()))
-    lm = local.LocalLlamaLM(
-        tmp_path / "m.gguf", name="local:m", sampling=Sampling(temperature=0.1, top_p=0.7)
-    )
+    lm = local.LlamaCppLM(tmp_path / "m.gguf", name="local:m", sampling=Sampling(temperature=0.1, top_p=0.7))
     asyncio.run(lm.complete([{"role": "user", "content": "q"}], CallSettings()))
     assert seen["temperature"] == 0.1 and seen["top_p"] == 0.7
     with pytest.raises(ConfigError, match="local:m does not take reasoning_effort"):
-        local.LocalLlamaLM(tmp_path / "m.gguf", name="local:m", sampling=Sampling(reasoning_effort="low"))
+        local.LlamaCppLM(tmp_path / "m.gguf", name="local:m", sampling=Sampling(reasoning_effort="low"))
 
 
 # --- the response cache ---------------------------------------------------------------------------------

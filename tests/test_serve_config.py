@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from rlmx.config import Config
 from rlmx.errors import ConfigError
-from rlmx.lm.local import EMBEDDED_NOTICE
+from rlmx.lm.llama_cpp import EMBEDDED_NOTICE
 from rlmx.serve.profiles import choose_profiles
 from rlmx.serve.roots import PathRefused, Roots
 from rlmx.spec.options import RunOptions
@@ -144,9 +144,9 @@ def test_roots_refuse_escapes_and_narrow_to_client_roots(tmp_path: Path) -> None
 
 def test_chat_requests_become_runs() -> None:
     from rlmx.serve.chat import BadRequest, parse_chat_request
-    from rlmx.serve.profiles import Profile
+    from rlmx.serve.profiles import ServedProfile
 
-    profiles = {"p": Profile("p", RunOptions(model="openai:m"))}
+    profiles = {"p": ServedProfile("p", RunOptions(model="openai:m"))}
 
     def parse(messages: list[dict[str, object]], **body: object) -> object:
         return parse_chat_request({"model": "rlmx/p", "messages": messages, **body}, profiles, threshold=50)

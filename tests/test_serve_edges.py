@@ -22,7 +22,7 @@ from policies import is_rlm
 from rlmx.errors import ConfigError, EmptyContext, SandboxUnavailable
 from rlmx.rlm import RunResult
 from rlmx.serve.app import create_app
-from rlmx.serve.profiles import Profile
+from rlmx.serve.profiles import ServedProfile
 from rlmx.serve.settings import ServeSettings
 from rlmx.spec.options import RunOptions
 from rlmx.testing import Fault, ScriptedRequest, ScriptedServer
@@ -178,7 +178,7 @@ class FailingRLM:
         return RunResult(None, "error", 1, {}, None, 0.1, f"REPL protocol violation near {SECRET}", run_id)
 
 
-class FailingProfile(Profile):
+class FailingProfile(ServedProfile):
     def rlm(self, **kw: Any) -> Any:
         return FailingRLM()
 

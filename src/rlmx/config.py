@@ -195,7 +195,7 @@ def choose_models(
                 "(choose another with `model` or RLMX_MODEL)"
             )
             return ModelChoice(provider.default_model, sub_model or provider.default_sub_model, note)
-    from rlmx.lm.local import DEMO_ALIAS, DEMO_LIMITS, EMBEDDED_NOTICE, demo_model_available
+    from rlmx.lm.llama_cpp import DEMO_ALIAS, DEMO_LIMITS, EMBEDDED_NOTICE, demo_model_available
 
     if not demo_model_available():
         raise ConfigError(NO_MODEL)

@@ -27,7 +27,7 @@ from pydantic import Field
 import rlmx
 from rlmx.errors import ConfigError, RLMError
 from rlmx.sandbox.base import SandboxSettings
-from rlmx.serve.profiles import Profile, find_profile
+from rlmx.serve.profiles import ServedProfile, find_profile
 from rlmx.serve.progress import ProgressTracker, usage_line
 from rlmx.serve.roots import PathRefused, Roots, usable_context
 from rlmx.serve.sessions import NEW, HeldSession, SessionRefused, SessionStore
@@ -45,7 +45,7 @@ INSTRUCTIONS = (
 
 @dataclass
 class McpSettings:
-    profiles: dict[str, Profile]
+    profiles: dict[str, ServedProfile]
     roots: Roots = field(default_factory=Roots)
     max_context_bytes: int = 512 * 2**20
     max_running: int = 2
@@ -185,7 +185,7 @@ class RlmxTools:
         answer = result.answer if isinstance(result.answer, str) else rlmx_json(result.answer)
         return f"{answer}\n\n---\n{usage_line(result)}\n{trace}"
 
-    def session_of(self, wanted: str, profile: Profile) -> HeldSession:
+    def session_of(self, wanted: str, profile: ServedProfile) -> HeldSession:
         settings = self.settings
 
         def make_rlm() -> Any:

@@ -4,7 +4,7 @@ Prices come from the `genai-prices` catalog (offline, maintained upstream; rlmx 
 its own). A per-model override (`--price MODEL=IN,OUT`, the config file, or `Pricing(overrides=...)`)
 wins over the catalog. A model the catalog lacks is priced by its provider's own price map where the
 provider's record names one (LiteLLM's, for `litellm:` models). A provider-reported cost (OpenRouter's
-`usage.cost`) wins over all of them; that choice is made by the engine (`RunTree.cost_of`), which only
+`usage.cost`) wins over all of them; that choice is made by the engine (`RunState.cost_of`), which only
 asks a pricer when the provider said nothing.
 
 Token conventions (rlmx's `Usage`, the OpenAI convention): `input_tokens` includes `cached_tokens`,

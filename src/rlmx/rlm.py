@@ -17,8 +17,8 @@ from rlmx.engine.ledger import Ledger, SharedBudget
 from rlmx.engine.node import Node
 from rlmx.engine.profiles import SYSTEM_PROMPT_VERSION, PromptProfile
 from rlmx.engine.result import NodeResult, RunResult
+from rlmx.engine.run_state import Models, Pricer, RunState, check_budget_for_first_call
 from rlmx.engine.threads import UnwaitedExecutor
-from rlmx.engine.tree import Models, Pricer, RunTree, check_budget_for_first_call
 from rlmx.errors import ConfigError, RLMError
 from rlmx.limits import Limits
 from rlmx.lm.base import BaseLM
@@ -254,7 +254,7 @@ class RLM(RunSpec):
         ledger = Ledger(spec.limits, parent=session.ledger if session else None)
         # this run's REPLs (the process backends share one zygote); a session's outlive the run
         sandboxes = session.sandboxes if session else self.open_sandboxes()
-        tree = RunTree(
+        state = RunState(
             limits=spec.limits,
             models=self._models,
             ledger=ledger,
@@ -278,7 +278,7 @@ class RLM(RunSpec):
         # a session's REPL starts once, with the first question's payload (its workers inherit it)
         payload = session.payload_for(make_payload) if session else make_payload()
         root = Node(
-            tree,
+            state,
             depth=0,
             question=question,
             payload=payload,
@@ -289,7 +289,7 @@ class RLM(RunSpec):
             repl=session.repl if session else None,
             note=session.note if session else "",
         )
-        check_budget_for_first_call(tree, root.first_messages())
+        check_budget_for_first_call(state, root.first_messages())
         run = PreparedRun(
             spec, run_id, trace_path, writer, emitter, ledger, sandboxes, root, started, session
         )

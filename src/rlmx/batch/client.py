@@ -26,7 +26,7 @@ class FleetClient(Protocol):
     def rate_settle(self, rid: int, tokens: int) -> None: ...
 
 
-class LocalFleetClient:
+class InProcessFleetClient:
     """The fleet in this process."""
 
     def __init__(self, fleet: Fleet) -> None:

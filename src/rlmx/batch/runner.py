@@ -266,9 +266,9 @@ def make_executor(name: str, address: str | None = None) -> Executor:
     if name == "local":
         if address:
             raise ConfigError("`address` is for the ray executor; the local executor runs in this process")
-        from rlmx.batch.local import LocalExecutor
+        from rlmx.batch.in_process import InProcessExecutor
 
-        return LocalExecutor()
+        return InProcessExecutor()
     if name == "ray":
         from rlmx.batch.ray_executor import RayExecutor
 

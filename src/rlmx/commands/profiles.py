@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlmx.serve.profiles import Profile
+    from rlmx.serve.profiles import ServedProfile
 
 
 def load_profiles(
     values: Mapping[str, Any], *, profiles_file: Path | None, name: str | None
-) -> dict[str, Profile]:
+) -> dict[str, ServedProfile]:
     """The profiles to offer, each prepared now: a missing key, an unknown provider, an unreadable
     prompt template or a tool that cannot be imported fails at start-up, not at the first request. A
     note on how the models were chosen goes to stderr. `values`: the command's run options by parameter

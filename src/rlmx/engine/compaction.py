@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from rlmx.engine.history import History
 from rlmx.engine.profiles import compaction_request
-from rlmx.engine.tree import RunTree
+from rlmx.engine.run_state import RunState
 from rlmx.errors import BudgetExhausted, ModelError
 from rlmx.lm.base import LM
 from rlmx.trace.events import Compaction, Error
 
 
 async def compact(
-    tree: RunTree, history: History, *, lm: LM, question: str, node_id: str, depth: int, iteration: int
+    state: RunState, history: History, *, lm: LM, question: str, node_id: str, depth: int, iteration: int
 ) -> None:
     """Condense the older turns of `history`, the history of the RLM `node_id` at `depth` asked
     `question`, with a call to its model `lm` at turn `iteration`."""
@@ -22,18 +22,18 @@ async def compact(
     summary: str | None = None
     try:
         summary = (
-            await tree.call_model(
+            await state.call_model(
                 lm, ask, depth=depth, parent_id=node_id, purpose="compaction", iteration=iteration
             )
         ).text
     except (BudgetExhausted, ModelError) as exc:
-        tree.emitter.emit(
+        state.emitter.emit(
             Error(
                 parent_id=node_id, depth=depth, message=f"compaction summary skipped: {exc}", recoverable=True
             )
         )
     history.compact(summary)
-    tree.emitter.emit(
+    state.emitter.emit(
         Compaction(
             parent_id=node_id,
             depth=depth,

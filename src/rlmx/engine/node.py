@@ -15,8 +15,8 @@ from rlmx.engine.history import History
 from rlmx.engine.parse import parse_reply, prose_of
 from rlmx.engine.repl_handle import ReplHandle
 from rlmx.engine.result import NodeResult
+from rlmx.engine.run_state import RunState
 from rlmx.engine.subcalls import SubCalls, with_notes
-from rlmx.engine.tree import RunTree
 from rlmx.errors import BudgetExhausted, ModelError, RLMError, SandboxError
 from rlmx.lm.base import BaseLM
 from rlmx.outcomes import LimitReason, Purpose, StopReason
@@ -47,7 +47,7 @@ class Here(TypedDict):
 class Node:
     def __init__(
         self,
-        tree: RunTree,
+        state: RunState,
         *,
         depth: int,
         question: str,
@@ -62,7 +62,7 @@ class Node:
         repl: ReplHandle | None = None,
         note: str = "",
     ) -> None:
-        self.tree = tree
+        self.state = state
         self.check_loaded = check_loaded  # root only: refuses a context found empty once the worker read it
         self.batch_id = batch_id  # the batch (rlm_query_batched) this child belongs to
         self.output = output  # the typed-answer schema (root only)
@@ -73,24 +73,24 @@ class Node:
         self.payload = payload
         self.meta = meta
         self.parent_id = parent_id
-        self.id = node_id or tree.emitter.new_id()
-        self.lm = lm or tree.models.for_depth(depth)  # a child's model may be named by rlm_query(model=)
-        self.sub_lm = tree.models.for_depth(depth + 1)
-        self.repl = repl or ReplHandle(tree.sandbox_factory())  # a session's root keeps the session's
+        self.id = node_id or state.emitter.new_id()
+        self.lm = lm or state.models.for_depth(depth)  # a child's model may be named by rlm_query(model=)
+        self.sub_lm = state.models.for_depth(depth + 1)
+        self.repl = repl or ReplHandle(state.sandbox_factory())  # a session's root keeps the session's
         self.note = note  # lines the opening adds after the context's description (a session's)
         self.history = History(
-            tree.history_settings, tree.history_settings.context_window or tree.models.window(self.lm)
+            state.history_settings, state.history_settings.context_window or state.models.window(self.lm)
         )
         self.iteration = 0
         self.failing_turns = 0  # turns in a row whose code raised (Limits.max_errors)
         self.subcalls = SubCalls(
-            tree,
+            state,
             depth=depth,
             sub_lm=self.sub_lm,
             payload=payload,
             meta=meta,
             spawn=self.run_child,
-            children=asyncio.Semaphore(tree.limits.max_concurrent_children),
+            children=asyncio.Semaphore(state.limits.max_concurrent_children),
         )
 
     @property
@@ -102,13 +102,13 @@ class Node:
         """What this RLM's REPL is started with: the dialect's REPL side, the tools of its depth, and
         whether it is a session's (which later gets the session's values put into it)."""
         return ReplOptions(
-            dialect=self.tree.profile.dialect.repl,
+            dialect=self.state.profile.dialect.repl,
             session=self.repl.keep,
-            **self.tree.tools.repl_options(self.depth),
+            **self.state.tools.repl_options(self.depth),
         )
 
     def emit(self, event: E) -> E:
-        return self.tree.emitter.emit(event)
+        return self.state.emitter.emit(event)
 
     def here(self) -> Here:
         """The `parent_id` and `depth` of a record this RLM writes about itself."""
@@ -122,7 +122,7 @@ class Node:
                     id=self.id,
                     parent_id=self.parent_id,
                     depth=self.depth,
-                    question=excerpt(self.question, self.tree.excerpt_chars),
+                    question=excerpt(self.question, self.state.excerpt_chars),
                     model=self.lm.name,
                     batch_id=self.batch_id,
                 )
@@ -153,7 +153,7 @@ class Node:
                     child_id=self.id,
                     stopped_by=result.stopped_by,
                     iterations=result.iterations,
-                    answer=excerpt(result.answer.text(), self.tree.excerpt_chars)
+                    answer=excerpt(result.answer.text(), self.state.excerpt_chars)
                     if result.answer.given
                     else None,
                     answer_source=result.answer.source,
@@ -163,12 +163,12 @@ class Node:
 
     def first_messages(self) -> list[dict[str, Any]]:
         """This RLM's first request: the system prompt and the opening (with a session's note)."""
-        return self.tree.first_messages(
+        return self.state.first_messages(
             self.depth, self.sub_lm, self.meta + self.note, self.question, self.output
         )
 
     async def _turns(self) -> NodeResult:
-        limits, profile = self.tree.limits, self.tree.profile
+        limits, profile = self.state.limits, self.state.profile
         await self._measured_meta()
         for message in self.first_messages():
             self.history.append(message)
@@ -176,7 +176,7 @@ class Node:
             self.iteration = iteration
             if self.history.needs_compaction():
                 await compact(
-                    self.tree,
+                    self.state,
                     self.history,
                     lm=self.lm,
                     question=self.question,
@@ -214,7 +214,7 @@ class Node:
     ) -> str:
         """A turn of this node's own model; the trace gets only the messages it has not seen yet."""
         new = self.history.unlogged() + (extra or [])
-        response = await self.tree.call_model(
+        response = await self.state.call_model(
             self.lm,
             [*messages, *(extra or [])],
             depth=self.depth,
@@ -231,7 +231,7 @@ class Node:
         """Run the reply's code, in order; an accepted answer (FINAL, FINAL_VAR, the `answer` dict, or a
         FINAL line in the reply's prose) ends the loop, and blocks after it do not run. Otherwise the
         outputs go back to the model as the next user message."""
-        profile = self.tree.profile
+        profile = self.state.profile
         parsed = parse_reply(reply, profile.runnable)
         results: list[ExecResult] = []
         notes: list[str] = []
@@ -277,8 +277,8 @@ class Node:
             results,
             notes,
             iteration=self.iteration,
-            max_iterations=self.tree.limits.max_iterations,
-            calls_left=self.tree.ledger.calls_left(),
+            max_iterations=self.state.limits.max_iterations,
+            calls_left=self.state.ledger.calls_left(),
             skipped=parsed.skipped,
         )
         self.history.append({"role": "user", "content": feedback})
@@ -305,7 +305,7 @@ class Node:
 
     async def _exec(self, code: str, *, sub_calls: bool = True) -> ExecResult:
         append = self.history.take_unmirrored()
-        exec_id = self.tree.emitter.new_id()
+        exec_id = self.state.emitter.new_id()
         self.emit(
             ExecStart(**self.here(), exec_id=exec_id, iteration=self.iteration, code=excerpt(code, 400))
         )
@@ -325,8 +325,8 @@ class Node:
                 **self.here(),
                 id=exec_id,
                 iteration=self.iteration,
-                code=excerpt(code, 20_000 if self.tree.excerpt_chars else 0),
-                output=excerpt(result.output, self.tree.excerpt_chars),
+                code=excerpt(code, 20_000 if self.state.excerpt_chars else 0),
+                output=excerpt(result.output, self.state.excerpt_chars),
                 error=result.error,
                 final=result.final is not None,
                 restarted=result.restarted,
@@ -364,7 +364,7 @@ class Node:
         """A limit stopped the loop: one call asking for an answer from what is known. Its answer is the
         reply's FINAL value or, without one, its prose with code removed; never code, never made up."""
         self.emit(Limit(**self.here(), reason=reason, iteration=self.iteration))
-        ask = {"role": "user", "content": self.tree.profile.forced_final(reason)}
+        ask = {"role": "user", "content": self.state.profile.forced_final(reason)}
         try:
             reply = await self._call(
                 self.history.for_model(), purpose="final", final=self.depth == 0, extra=[ask]
@@ -395,7 +395,7 @@ class Node:
         """The answer of a forced final reply, in every form: its code blocks run (sub-calls refused)
         while the REPL is alive; when it is not, an `answer = {...}` in them is read as a literal; then a
         FINAL line; then its prose. None (with why) when the reply holds no answer."""
-        parsed = parse_reply(reply, self.tree.profile.runnable)
+        parsed = parse_reply(reply, self.state.profile.runnable)
         if parsed.code_blocks and self.repl.alive:
             for code in parsed.code_blocks:
                 result = await self._exec(code, sub_calls=False)
@@ -425,7 +425,7 @@ class Node:
                 **self.here(),
                 stopped_by=stopped_by,
                 iteration=self.iteration,
-                answer=excerpt(answer.text(), self.tree.excerpt_chars) if answer.given else None,
+                answer=excerpt(answer.text(), self.state.excerpt_chars) if answer.given else None,
                 answer_source=answer.source,
                 error=answer.error,
             )
@@ -447,7 +447,7 @@ class Node:
     ) -> NodeResult:
         """A child RLM one level down, with its own REPL, run to its end (`SubCalls`' `spawn`)."""
         child = Node(
-            self.tree,
+            self.state,
             depth=self.depth + 1,
             question=question,
             payload=payload,

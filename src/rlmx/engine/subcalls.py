@@ -18,7 +18,7 @@ from rlmx.outcomes import Purpose
 from rlmx.trace.events import BatchEnd, BatchStart, Fallback, ModelSubstituted
 
 if TYPE_CHECKING:
-    from rlmx.engine.tree import RunTree
+    from rlmx.engine.run_state import RunState
 
 DEFAULT_BATCH_WIDTH = 128  # calls of a batch under way at once when the model does not say its concurrency
 
@@ -28,11 +28,11 @@ Spawn = Callable[[str, ContextPayload, str, str, "str | None", "BaseLM | None"],
 
 class SubCalls:
     """Answers one RLM's `llm_query*` / `rlm_query*` requests. Every model call goes through the run's
-    ledger (`RunTree.call_model`); a child RLM is started with `spawn` and bounded by `children`."""
+    ledger (`RunState.call_model`); a child RLM is started with `spawn` and bounded by `children`."""
 
     def __init__(
         self,
-        tree: RunTree,
+        state: RunState,
         *,
         depth: int,
         sub_lm: BaseLM,
@@ -41,14 +41,14 @@ class SubCalls:
         spawn: Spawn,
         children: asyncio.Semaphore,
     ) -> None:
-        self.tree = tree
+        self.state = state
         self.depth = depth  # of the RLM whose REPL asks; its sub-calls are at depth + 1
         self.sub_lm = sub_lm
         self.payload = payload  # what a child gets when it is given no context of its own
         self.meta = meta
         self.spawn = spawn
         self.children = children
-        self.tools = ToolRunner(tree, tree.tools, depth)
+        self.tools = ToolRunner(state, state.tools, depth)
         self.notes: dict[str, list[str]] = {}  # a cell's (by exec id) notes for its output, in order
 
     async def handle(self, method: str, params: dict[str, Any], exec_id: str) -> Any:
@@ -57,7 +57,7 @@ class SubCalls:
         `take_notes`."""
         if method == "tool":  # one of the user's tools: not a model call, allowed at any max_depth
             return await self.tools.call(params, exec_id)
-        if self.tree.limits.max_depth == 0:
+        if self.state.limits.max_depth == 0:
             raise RLMError(f"{method} is disabled in this run (max_depth=0): no sub-calls are allowed")
         lm = self.model_for(params.get("model"), exec_id)
         return await self._answer(method, params, exec_id, lm)
@@ -100,11 +100,11 @@ class SubCalls:
         by the sub-model, said in the trace and in the cell's output (a note)."""
         if not name:
             return None
-        found = self.tree.models.find(str(name))
+        found = self.state.models.find(str(name))
         if found is not None:
             return found
         used = self.sub_lm.name
-        self.tree.emitter.emit(
+        self.state.emitter.emit(
             ModelSubstituted(parent_id=exec_id, depth=self.depth, requested=str(name), used=used)
         )
         self.notes.setdefault(exec_id, []).append(
@@ -125,7 +125,7 @@ class SubCalls:
         and each of their records carries `batch_id` (for progress counters and the viewer)."""
         depth = self.depth
         start = BatchStart(parent_id=exec_id, depth=depth, method=method, n=len(calls))
-        batch_id = self.tree.emitter.emit(start).id
+        batch_id = self.state.emitter.emit(start).id
         errors = 0
 
         async def item(call: Callable[..., Awaitable[str]]) -> str:
@@ -140,7 +140,7 @@ class SubCalls:
         end = BatchEnd(
             parent_id=exec_id, depth=depth, batch_id=batch_id, method=method, n=len(calls), errors=errors
         )
-        self.tree.emitter.emit(end)
+        self.state.emitter.emit(end)
         return results
 
     async def sub_call(
@@ -154,13 +154,13 @@ class SubCalls:
     ) -> str:
         """One plain sub-call (`lm` None: the sub-model); a refusal or failure raises (an `RLMError`)."""
         lm = lm or self.sub_lm
-        context_window = self.tree.models.window(lm)
+        context_window = self.state.models.window(lm)
         if estimate_tokens(prompt) > context_window:
             raise RLMError(
                 f"prompt of about {estimate_tokens(prompt):,} tokens exceeds the window of {lm.name} "
                 f"(about {context_window:,} tokens); split it into smaller chunks"
             )
-        response = await self.tree.call_model(
+        response = await self.state.call_model(
             lm,
             [{"role": "user", "content": prompt}],
             depth=self.depth + 1,
@@ -181,14 +181,14 @@ class SubCalls:
     ) -> str:
         """A child RLM's answer (or, at the depth limit, a plain call's); a child that ends without an
         answer raises `ChildFailed`."""
-        max_depth = self.tree.limits.max_depth
+        max_depth = self.state.limits.max_depth
         if self.depth + 1 >= max_depth:
             reason = f"rlm_query at depth {self.depth} with max_depth={max_depth} runs as a plain llm_query"
-            self.tree.emitter.emit(Fallback(parent_id=parent_id, depth=self.depth, reason=reason))
+            self.state.emitter.emit(Fallback(parent_id=parent_id, depth=self.depth, reason=reason))
             if context is not None:
                 prompt = f"{prompt}\n\nContext:\n{context if isinstance(context, str) else json.dumps(context, default=str)}"
             return await self.sub_call(prompt, lm, parent_id, purpose="fallback", batch_id=batch_id)
-        if context is None and self.tree.profile.dialect.child_context_is_prompt:
+        if context is None and self.state.profile.dialect.child_context_is_prompt:
             context = prompt
         if context is None:  # the parent's own payload: its REPL inherits the zygote's copy
             payload, meta = self.payload, self.meta

@@ -25,7 +25,7 @@ from rlmx.tools import RunTools, Tool
 from rlmx.trace.events import ToolCall, excerpt
 
 if TYPE_CHECKING:
-    from rlmx.engine.tree import RunTree
+    from rlmx.engine.run_state import RunState
 
 ARGUMENT_EXCERPT_CHARS = 500  # of a call's arguments and result, in its trace record
 
@@ -42,8 +42,8 @@ class ToolFailed(RLMError):
 class ToolRunner:
     """Runs the tools of the REPL at `depth` for the model's code (`SubCalls.handle`'s `tool` method)."""
 
-    def __init__(self, tree: RunTree, tools: RunTools, depth: int) -> None:
-        self.tree = tree
+    def __init__(self, state: RunState, tools: RunTools, depth: int) -> None:
+        self.state = state
         self.tools = tools
         self.depth = depth
         self.box = tools.at(depth)
@@ -118,7 +118,7 @@ class ToolRunner:
 
     def _timeout(self, name: str, tool: Tool) -> float:
         timeout = tool.timeout_s or self.tools.timeout_s
-        remaining = self.tree.ledger.remaining_s()
+        remaining = self.state.ledger.remaining_s()
         if remaining is not None:
             if remaining <= 0:
                 raise ToolFailed(f"{name} was not called: the run has no working time left")
@@ -150,7 +150,7 @@ class ToolRunner:
         error: str | None = None,
         left_running: bool = False,
     ) -> None:
-        self.tree.emitter.emit(
+        self.state.emitter.emit(
             ToolCall(
                 parent_id=exec_id,
                 depth=self.depth,

@@ -354,7 +354,7 @@ BUILT_IN: tuple[ProviderRecord, ...] = (
     ),
     ProviderRecord(
         "local",
-        "rlmx.lm.local:local_model",
+        "rlmx.lm.llama_cpp:llama_cpp_model",
         local=True,
         endpoint="in-process, no server",
         help="a GGUF file run in-process by llama-cpp-python (rlmx[local]); 'smollm2' is the built-in demo model",

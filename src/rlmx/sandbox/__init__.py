@@ -14,9 +14,9 @@ def open_sandboxes(settings: SandboxSettings) -> SandboxFactory:
     """The sandboxes of one run: "process" and "process-unisolated" share a zygote; "local" is UNSAFE.
     `settings.backend` is one of `BACKENDS`: `SandboxSettings` refuses any other."""
     if settings.backend == "local":
-        from rlmx.sandbox.local import LocalSandboxes
+        from rlmx.sandbox.in_process import InProcessSandboxes
 
-        return LocalSandboxes(settings)
+        return InProcessSandboxes(settings)
     from rlmx.sandbox.process import ProcessSandboxes
 
     return ProcessSandboxes(settings)

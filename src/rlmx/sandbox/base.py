@@ -68,7 +68,7 @@ class ExecResult:
 
 
 class Sandbox(Protocol):
-    """A REPL holding the context. Implementations: ProcessSandbox (default), LocalSandbox (unsafe)."""
+    """A REPL holding the context. Implementations: ProcessSandbox (default), InProcessSandbox (unsafe)."""
 
     # `options`: the REPL's dialect, the user's tools, whether it is a session's (None: the defaults)
     async def start(self, payload: ContextPayload, options: ReplOptions | None = None) -> None: ...

@@ -1,7 +1,7 @@
 """The REPL worker: runs model-written code next to the context, in its own process.
 
 Forked by the run's zygote (`rlmx.sandbox.zygote`, which calls `serve_forked`); the `local` backend
-runs one inside the host (`rlmx.sandbox.local`). It talks to the host only through the typed frames
+runs one inside the host (`rlmx.sandbox.in_process`). It talks to the host only through the typed frames
 of `rlmx.sandbox.frames` on its two pipes. It never holds API keys and never calls a model itself:
 every `llm_query` is a request to the host, which decides (ledger, limits) whether to make the call.
 What the model's code can use is put together by `rlmx.repl.namespace`.

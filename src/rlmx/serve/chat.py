@@ -21,7 +21,7 @@ from typing import Any
 
 from rlmx.errors import ConfigError, RLMError
 from rlmx.limits import Limits
-from rlmx.serve.profiles import OVERRIDES, Profile, find_profile
+from rlmx.serve.profiles import OVERRIDES, ServedProfile, find_profile
 from rlmx.typed import OutputSpec
 
 RLMX_KEYS = {"paths", "text", "context_note", "session", *OVERRIDES}
@@ -42,7 +42,7 @@ class BadRequest(RLMError):
 
 @dataclass
 class RunRequest:
-    profile: Profile
+    profile: ServedProfile
     question: str
     limits: Limits
     documents: list[dict[str, Any]] = field(default_factory=list)  # from messages and inline text
@@ -54,7 +54,7 @@ class RunRequest:
     session: str | None = None  # "new", or the id of a session to continue
 
 
-def parse_chat_request(body: Any, profiles: dict[str, Profile], *, threshold: int) -> RunRequest:
+def parse_chat_request(body: Any, profiles: dict[str, ServedProfile], *, threshold: int) -> RunRequest:
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     if body.get("model") is not None and not isinstance(body["model"], str):

@@ -97,7 +97,7 @@ def quiet(_line: str) -> None:
 
 
 @dataclass
-class Profile:
+class ServedProfile:
     """One served set-up: `options` (what its table or the command line states, in library names) over
     `config` (provider settings and keys, prices, per-depth models, the response cache, `[limits]`).
 
@@ -250,7 +250,7 @@ class Profile:
 
 def profile_from_table(
     name: str, table: Mapping[str, Any], config: Config | None = None, extra_tools: tuple[str, ...] = ()
-) -> Profile:
+) -> ServedProfile:
     """A `[profiles.NAME]` table (its keys are `RunOptions` names) as a profile, its spec built now;
     its limits start from the config's `[limits]`, and its own `tools` / `sub_tools` replace the
     config's. `extra_tools`: the command line's --tools, added to the profile's own."""
@@ -295,14 +295,14 @@ def profile_from_table(
         tools=tuple(extra_tools),
         sub_tools=sub_tools,
     )
-    profile = Profile(name, options, description=str(table.get("description", "")), config=config)
+    profile = ServedProfile(name, options, description=str(table.get("description", "")), config=config)
     profile.built  # noqa: B018 - built now: a bad limit, key or tool stops the server at start-up
     return profile
 
 
 def load_profiles(
     path: str | Path, config: Config | None = None, extra_tools: tuple[str, ...] = ()
-) -> dict[str, Profile]:
+) -> dict[str, ServedProfile]:
     """Profiles from a TOML file: `[profiles.NAME]` tables over optional `[defaults]`."""
     if sys.version_info >= (3, 11):
         import tomllib
@@ -358,7 +358,7 @@ def choose_profiles(
     options: RunOptions | None = None,
     name: str | None = None,
     environ: Mapping[str, str] | None = None,
-) -> tuple[dict[str, Profile], str | None]:
+) -> tuple[dict[str, ServedProfile], str | None]:
     """The profiles `rlmx serve` / `rlmx mcp` offer (the order is in the module docstring), each with
     its spec built, and the one-time note when rlmx picked the model itself. `options`: what the
     command line states (a profile of its own when the profiles do not come from a file or the config;
@@ -380,11 +380,13 @@ def choose_profiles(
         return {n: profile_from_table(n, table, config, options.tools) for n, table in tables}, None
     built = build_spec(options, config=config, environ=environ, say=quiet)
     chosen = built.spec.model.name
-    profile = Profile(name or chosen.split(":", 1)[-1], options, config=config, environ=environ, _built=built)
+    profile = ServedProfile(
+        name or chosen.split(":", 1)[-1], options, config=config, environ=environ, _built=built
+    )
     return {profile.name: profile}, built.note
 
 
-def find_profile(profiles: dict[str, Profile], requested: str | None) -> Profile:
+def find_profile(profiles: dict[str, ServedProfile], requested: str | None) -> ServedProfile:
     """`rlmx/NAME`, `NAME`, or nothing (the only profile / the first one)."""
     if not requested:
         return next(iter(profiles.values()))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlmx.rlm import RLM
-from rlmx.serve.profiles import Profile
+from rlmx.serve.profiles import ServedProfile
 from rlmx.session import AsyncSession
 
 NEW = "new"  # what a caller sends to start a session
@@ -34,7 +34,7 @@ class SessionRefused(Exception):
 @dataclass
 class HeldSession:
     session: AsyncSession
-    profile: Profile
+    profile: ServedProfile
     turn: asyncio.Lock = field(default_factory=asyncio.Lock)  # one question at a time
 
     @property
@@ -80,7 +80,7 @@ class SessionStore:
         self._prune()
         return len(self.held)
 
-    def start(self, profile: Profile, make_rlm: Callable[[], RLM]) -> HeldSession:
+    def start(self, profile: ServedProfile, make_rlm: Callable[[], RLM]) -> HeldSession:
         self._prune()
         if self.max_sessions == 0:
             raise SessionRefused(
@@ -98,7 +98,7 @@ class SessionStore:
         self.held[session.id] = held
         return held
 
-    def find(self, session_id: str, profile: Profile) -> HeldSession:
+    def find(self, session_id: str, profile: ServedProfile) -> HeldSession:
         self._prune()
         held = self.held.get(session_id)
         if held is None:
@@ -117,7 +117,7 @@ class SessionStore:
             )
         return held
 
-    def get(self, wanted: str, profile: Profile, make_rlm: Callable[[], RLM]) -> HeldSession:
+    def get(self, wanted: str, profile: ServedProfile, make_rlm: Callable[[], RLM]) -> HeldSession:
         """`"new"`: a new session of `profile`; else the open session with that id."""
         return self.start(profile, make_rlm) if wanted == NEW else self.find(wanted, profile)
 

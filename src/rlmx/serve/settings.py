@@ -11,7 +11,7 @@ from pathlib import Path
 from rlmx.errors import ConfigError
 from rlmx.paths import trace_dir
 from rlmx.sandbox.base import SandboxSettings
-from rlmx.serve.profiles import Profile
+from rlmx.serve.profiles import ServedProfile
 from rlmx.serve.roots import Roots
 
 TOKEN_ENV = "RLMX_SERVE_TOKEN"
@@ -46,7 +46,7 @@ def prepare_trace_dir(path: Path | None, kind: str) -> Path:
 
 @dataclass
 class ServeSettings:
-    profiles: dict[str, Profile]
+    profiles: dict[str, ServedProfile]
     roots: Roots = field(default_factory=Roots)
     token: str | None = None  # None only with --no-auth on a loopback bind
     max_request_bytes: int = 32 * 2**20

@@ -63,7 +63,7 @@ async def _call(handler: RpcHandler, method: str, params: dict[str, Any]) -> Any
     return await handler(method, params)
 
 
-class LocalWorker(Worker):
+class InProcessWorker(Worker):
     """The worker's REPL, with RPCs made as direct calls into the host's event loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -105,7 +105,7 @@ class LocalWorker(Worker):
         _routes.pop(int(saved), None)
 
 
-class LocalSandbox:
+class InProcessSandbox:
     """UNSAFE in-process REPL (see the module's docstring)."""
 
     def __init__(self, settings: SandboxSettings | None = None) -> None:
@@ -113,7 +113,7 @@ class LocalSandbox:
         self.payload = ContextPayload("none")
         self.options = frames.ReplOptions()
         self.history: list[dict[str, Any]] = []
-        self.worker: LocalWorker | None = None
+        self.worker: InProcessWorker | None = None
         self.executor: ThreadPoolExecutor | None = None
         self.restarts = 0
         self.extras: dict[str, ContextPayload] = {}  # a session's values, put into every new REPL
@@ -125,7 +125,7 @@ class LocalSandbox:
         self._new_worker()
 
     def _new_worker(self) -> None:
-        worker = LocalWorker(asyncio.get_running_loop())
+        worker = InProcessWorker(asyncio.get_running_loop())
         settings = frames.WorkerSettings(self.options, self.settings.output_chars, cell_cpu_s=0)
         init = frames.Init(self.payload.kind, self.payload.options, settings, list(self.history))
         worker.init(init, self.payload.data())
@@ -164,7 +164,7 @@ class LocalSandbox:
         return result
 
     async def _stop_cell(
-        self, cell: asyncio.Future[frames.ExecResult], worker: LocalWorker, started: float, budget: float
+        self, cell: asyncio.Future[frames.ExecResult], worker: InProcessWorker, started: float, budget: float
     ) -> ExecResult:
         message = f"TimeoutError: the cell ran longer than {budget:g} s and was stopped"
         ctypes.pythonapi.PyThreadState_SetAsyncExc(
@@ -220,14 +220,14 @@ class LocalSandbox:
         self.worker, self.executor = None, None
 
 
-class LocalSandboxes:
+class InProcessSandboxes:
     """The sandboxes of one run on the local backend (nothing is shared between them)."""
 
     def __init__(self, settings: SandboxSettings) -> None:
         self.settings = settings
 
-    def __call__(self) -> LocalSandbox:
-        return LocalSandbox(self.settings)
+    def __call__(self) -> InProcessSandbox:
+        return InProcessSandbox(self.settings)
 
     async def aclose(self) -> None:
         return None

@@ -63,7 +63,7 @@ def demo_model_available() -> bool:
     return True
 
 
-def local_model(model: str, options: ModelOptions, record: ProviderRecord | None = None) -> LocalLlamaLM:
+def llama_cpp_model(model: str, options: ModelOptions, record: ProviderRecord | None = None) -> LlamaCppLM:
     """The registry's factory for `local:smollm2` and `local:/path/to/file.gguf`."""
     sampling = options.sampling()
     check_accepted(sampling, record, model)
@@ -75,7 +75,7 @@ def local_model(model: str, options: ModelOptions, record: ProviderRecord | None
     if not path.is_file():
         raise ConfigError(f"local:{model}: no such GGUF file; give a path, or use local:{DEMO_ALIAS}")
     extra = options.extra
-    return LocalLlamaLM(
+    return LlamaCppLM(
         path,
         name=f"local:{model}",
         n_ctx=int(extra.get("n_ctx", DEMO_N_CTX)),
@@ -119,14 +119,14 @@ def _load(
         return _MODELS[key]
 
 
-def classify_local_error(exc: Exception) -> Failure | None:
+def classify_llama_cpp_error(exc: Exception) -> Failure | None:
     """llama-cpp raises ValueError for prompts longer than the context window: not worth a retry."""
     if isinstance(exc, (ValueError, RuntimeError)):
         return Failure(f"{type(exc).__name__}: {str(exc)[:300]}", False)
     return None
 
 
-class LocalLlamaLM(BaseLM):
+class LlamaCppLM(BaseLM):
     """A GGUF model in this process. Calls run one at a time in a worker thread."""
 
     def __init__(
@@ -153,7 +153,7 @@ class LocalLlamaLM(BaseLM):
         self._gate = PerLoop(lambda: asyncio.Semaphore(1))
 
     def __repr__(self) -> str:
-        return f"LocalLlamaLM({self.name!r}, path={str(self.path)!r})"
+        return f"LlamaCppLM({self.name!r}, path={str(self.path)!r})"
 
     @property
     def cache_identity(self) -> str:
@@ -189,7 +189,7 @@ class LocalLlamaLM(BaseLM):
         return await call_with_retries(
             self.name,
             once,
-            classify_local_error,
+            classify_llama_cpp_error,
             policy=self.retry,
             gate=self._gate.get(),
             deadline=settings.deadline,

@@ -1,4 +1,4 @@
-"""`RunTree`: what every RLM of one run's tree shares — its models, the one ledger, the event stream
+"""`RunState`: what every RLM of one run's state shares — its models, the one ledger, the event stream
 and the settings — and the one place where model calls are made and booked (`call_model`)."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Models:
 
 
 @dataclass
-class RunTree:
+class RunState:
     limits: Limits
     models: Models
     ledger: Ledger
@@ -304,7 +304,7 @@ class RunTree:
 
 @dataclass(frozen=True)
 class ModelCall:
-    """One call `RunTree.call_model` is asked to make: the model, the messages, where in the tree it is
+    """One call `RunState.call_model` is asked to make: the model, the messages, where in the state it is
     made and what for (`log_messages`: what the trace shows instead of `messages`, when given)."""
 
     lm: LM
@@ -368,19 +368,19 @@ def cost_source(usage: Usage, cost: float | None, made: bool) -> str | None:
     return "price" if made else "none"
 
 
-def check_budget_for_first_call(tree: RunTree, first: list[Message]) -> None:
+def check_budget_for_first_call(state: RunState, first: list[Message]) -> None:
     """Refuse at start (ConfigError) a `max_cost_usd` that cannot pay for the first root turn's
     worst-case estimate plus the final answer kept in reserve: such a run could only stop at once.
     `first`: the root's first request, as it will be sent (`Node.first_messages`)."""
-    budget = tree.limits.max_cost_usd
-    if budget is None or tree.pricer is None:
+    budget = state.limits.max_cost_usd
+    if budget is None or state.pricer is None:
         return
-    lm = tree.models.root
+    lm = state.models.root
     est_input = estimate_message_tokens(first)
-    cap = tree.output_cap() or 0
-    turn = tree.estimate_cost(lm, est_input, cap)
-    margin = cap + estimate_tokens(tree.sandbox_settings.output_chars) + FINAL_PROMPT_TOKENS
-    reserve = tree.estimate_cost(lm, est_input + margin, cap)
+    cap = state.output_cap() or 0
+    turn = state.estimate_cost(lm, est_input, cap)
+    margin = cap + estimate_tokens(state.sandbox_settings.output_chars) + FINAL_PROMPT_TOKENS
+    reserve = state.estimate_cost(lm, est_input + margin, cap)
     if turn is None or reserve is None or turn + reserve <= budget:
         return
     need = turn + reserve

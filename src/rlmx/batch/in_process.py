@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from rlmx.batch.client import LocalFleetClient
+from rlmx.batch.client import InProcessFleetClient
 from rlmx.batch.executor import Finished, Plan
 from rlmx.batch.fleet import Fleet
 from rlmx.batch.item_run import host_name
@@ -14,7 +14,7 @@ from rlmx.batch.items import BatchItem
 from rlmx.engine.threads import UnwaitedExecutor
 
 
-class LocalExecutor:
+class InProcessExecutor:
     name = "local"
 
     def __init__(self) -> None:
@@ -26,7 +26,7 @@ class LocalExecutor:
     def start(self, plan: Plan) -> None:
         self.plan = plan
         self.fleet = Fleet(plan.limits, plan.rates, window_s=plan.rate_window_s)
-        self.runner = plan.worker(plan, LocalFleetClient(self.fleet), host_name())
+        self.runner = plan.worker(plan, InProcessFleetClient(self.fleet), host_name())
         self.contexts: dict[str, Any] = {}
 
     @property
