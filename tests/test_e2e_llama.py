@@ -2,7 +2,7 @@
 embedded in-process as the zero-key default. Only the mechanics are asserted (a reply, usage counted,
 a complete trace, a stop reason), never what the tiny model answers.
 
-Marked e2e: deselected by default locally, always run under CI=true (scripts/test.sh), never skipped.
+Marked real_model: deselected by default locally, always run under CI=true (scripts/test.sh), never skipped.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 from rlmx.lm.llama_cpp import EMBEDDED_NOTICE, demo_model_path
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.real_model
 
 QUESTION = "What is the value of beta?"
 CAPS = ("--max-iterations", "2", "--max-output-tokens", "128", "--max-llm-calls", "8")

@@ -52,7 +52,7 @@ def roots_of(srv: ScriptedServer, since: int = 0) -> list[Any]:
 
 def assert_official_shapes(roots: list[Any], turns: int) -> None:
     """The message shapes of the `official` profile, as a checkpoint trained on the official runtime
-    expects them (tests/test_official_contract.py checks them in detail)."""
+    expects them (tests/engine/test_official_contract.py checks them in detail)."""
     assert len(roots) == 2
     opening = roots[0].messages
     assert opening[0]["role"] == "system" and 'answer["ready"] = True' in opening[0]["content"]

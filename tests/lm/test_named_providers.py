@@ -25,7 +25,7 @@ from rlmx.lm.retry import RetryPolicy
 from rlmx.pricing import Pricing, catalog_id
 from rlmx.testing import Fault, Reply, ScriptedServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RLMX_ASK = [sys.executable, "-m", "rlmx.cli", "ask", "q", "-c", "-"]
 NAMED = ("gemini", "groq", "together", "fireworks", "deepseek", "mistral", "xai", "cerebras")
 CHAT_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p"}

@@ -15,7 +15,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noq
 
 from ray_cluster import RayCluster, still_alive  # noqa: E402
 
-pytestmark = pytest.mark.ray
+pytestmark = pytest.mark.ray_cluster
 
 
 @pytest.fixture(scope="module")

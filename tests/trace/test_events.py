@@ -28,7 +28,7 @@ from rlmx.outcomes import (
 from rlmx.testing import FunctionLM
 from rlmx.trace.events import EVENT_TYPES, Event, LMCall, RunEnd, RunStart, Unknown, from_record, usage_of
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "rlmx"
 
 

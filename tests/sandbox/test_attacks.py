@@ -34,13 +34,13 @@ from rlmx import RLM, Limits, ModelOptions, SandboxSettings
 from rlmx.testing import ScriptedServer
 from sandbox_support import FOLLOW_UP, QUESTION, Outcome, wait_no_descendants
 
-REPO = Path(__file__).resolve().parent.parent  # the checkout under test: a writable host directory
+REPO = Path(__file__).resolve().parents[2]  # the checkout under test: a writable host directory
 
 MAX_LLM_CALLS = 12
 SETTINGS = SandboxSettings(
     cell_timeout_s=3.0, cell_cpu_s=2, memory_mb=1024, max_processes=48, scratch_mb=64, max_file_mb=32
 )
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "security.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 
 
 def _listener(kind: int, address: Any, family: int = socket.AF_INET) -> socket.socket:

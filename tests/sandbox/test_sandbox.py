@@ -440,7 +440,7 @@ def test_an_import_path_under_tmp_stays_visible_beside_the_worker_s_own_tmp(tmp_
     import shutil
 
     copy = tmp_path / "src"
-    shutil.copytree(Path(__file__).resolve().parent.parent / "src" / "rlmx", copy / "rlmx")
+    shutil.copytree(Path(__file__).resolve().parents[2] / "src" / "rlmx", copy / "rlmx")
     proc = subprocess.run(
         [sys.executable, "-c", SOURCE_UNDER_TMP, str(copy)], capture_output=True, text=True, timeout=120
     )

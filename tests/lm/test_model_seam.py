@@ -22,7 +22,7 @@ from rlmx.pricing import catalog_id, runs_locally
 from rlmx.sandbox.base import SandboxSettings
 from rlmx.testing import FunctionLM
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "rlmx"
+SRC = Path(__file__).resolve().parents[2] / "src" / "rlmx"
 
 
 def test_the_registry_imports_no_provider_module() -> None:

@@ -247,7 +247,7 @@ def test_grep_matches_naive_on_random_documents() -> None:
         assert got == expected, (docs, pattern)
 
 
-@pytest.mark.slow
+@pytest.mark.large
 def test_grep_speed_close_to_finditer() -> None:
     rng = random.Random(5)
     words = ["alpha", "beta", "gamma", "delta", "user", "12345", "login", "refund", "the"]

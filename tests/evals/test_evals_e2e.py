@@ -1,6 +1,6 @@
 """The eval suite end to end against a real local model server (llama.cpp with SmolLM2-135M): the
 smallest size, one item per family, capped turns and output. Scores are whatever they are; the
-mechanics are asserted. Marked e2e: deselected by default locally, always run under CI=true."""
+mechanics are asserted. Marked real_model: deselected by default locally, always run under CI=true."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from rlmx.limits import Limits
 from rlmx.lm.registry import ModelOptions
 from rlmx.outcomes import STOP_REASONS
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1_800)]  # 20 small runs on a 2-core CPU
+pytestmark = [pytest.mark.real_model, pytest.mark.timeout(1_800)]  # 20 small runs on a 2-core CPU
 SUITE = ("niah", "oolong", "oolong_pairs", "doc_multihop", "codeqa")
 
 

@@ -202,7 +202,7 @@ def test_a_budget_too_small_for_any_call_makes_no_ordinary_call(tmp_path: Path) 
         requests = srv.requests
     assert requests == []
     message = str(refused.value)
-    assert "the smallest budget that can run is $" in message and "--max-output-tokens" in message
+    assert "the smallest budget that can run is $" in message and "`max_output_tokens`" in message
     found = re.search(r"smallest budget that can run is \$([0-9.e-]+?)\. Raise", message)
     assert found is not None, message
     smallest = float(found.group(1))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # The opening words of the prompts that mark each kind of call.
 MARKERS = (
@@ -31,7 +31,7 @@ ALLOWED = {
     "benchmarks/policies.py": "roles",
     # one policy for both the official runtime and rlmx, to compare their message skeletons
     "benchmarks/peers/skeletons.py": "roles",
-    "tests/test_call_kinds.py": "markers",  # this file
+    "tests/engine/test_call_kinds.py": "markers",  # this file
 }
 
 

@@ -23,7 +23,7 @@ from policies import is_forced_final, is_rlm, question, repl, turn
 from rlmx.testing import ScriptedServer
 from serve_helpers import TOKEN, rlmx_serve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 EXAMPLES = ROOT / "examples"
 BIN = Path(sys.executable).parent

@@ -156,7 +156,7 @@ def test_the_frames_module_imports_nothing_of_the_host() -> None:
         "import sys; import rlmx.sandbox.frames; "
         "print(sorted(m for m in sys.modules if m.startswith('rlmx')))"
     )
-    src = str(Path(__file__).resolve().parent.parent / "src")
+    src = str(Path(__file__).resolve().parents[2] / "src")
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}
     )

@@ -13,7 +13,7 @@ from rlmx.engine.profiles import PromptProfile
 from rlmx.repl import dialect as repl_dialect
 from rlmx.sandbox.base import ExecResult
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "rlmx"
+SRC = Path(__file__).resolve().parents[2] / "src" / "rlmx"
 DIALECT_MODULES = {SRC / "engine" / "dialect.py", SRC / "repl" / "dialect.py"}
 # a dialect's name compared, or a dialect / profile compared with a string
 COMPARISON = re.compile(

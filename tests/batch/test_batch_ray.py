@@ -30,7 +30,7 @@ from rlmx import RLM, ModelOptions, SandboxSettings  # noqa: E402
 from rlmx.sandbox.isolation import SIMULATE_ENV  # noqa: E402
 from rlmx.testing import ScriptedServer  # noqa: E402
 
-pytestmark = pytest.mark.ray
+pytestmark = pytest.mark.ray_cluster
 
 KEY = f"sk-fake-{uuid.uuid4().hex}"  # the API key the workers must use and nothing may record
 RLMX = [sys.executable, "-m", "rlmx.cli"]
