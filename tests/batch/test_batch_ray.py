@@ -329,16 +329,13 @@ def test_losing_a_node_mid_batch_retries_its_items_elsewhere_and_books_their_cal
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
     with server(latency=0.05, policy=policy) as srv:
+        rlm = RLM(
+            "openai:scripted",
+            model_options=ModelOptions(base_url=srv.url),
+            sandbox=SandboxSettings("process-unisolated"),
+        )
         batch = rlmx.batch.run(
-            items,
-            model="openai:scripted",
-            base_url=srv.url,
-            out=out,
-            executor="ray",
-            address=on_degraded.address,
-            concurrency=4,
-            cpus_per_item=0.5,
-            sandbox="process-unisolated",
+            items, rlm, out=out, executor="ray", address=on_degraded.address, concurrency=4, cpus_per_item=0.5
         )
         batches.append(batch)
         for result in batch:

@@ -21,7 +21,7 @@ from rlmx.context.loaders import context_from_specs
 from rlmx.context.payload import load_payload
 from rlmx.errors import ConfigError, EmptyContext
 
-OVERRIDE = "pass --allow-empty-context (allow_empty_context=True) to run anyway"
+OVERRIDE = "pass `allow_empty_context`=True to run anyway"
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 40
 
 
@@ -161,14 +161,14 @@ def test_globs_gitignore_and_dotfiles_that_leave_nothing(tmp_path: Path) -> None
     (root / "main.py").write_text("print('hi')\n")
     (root / "util.py").write_text("X = 1\n")
     message = refused(Context.from_paths(root, include=["*.rs"]))
-    assert "no file is left once 2 not matching --include are left out" in message
-    assert "fix the --include/--exclude globs" in message
-    assert "2 matching --exclude" in refused(Context.from_paths(root, exclude=["*.py"]))
+    assert "no file is left once 2 not matching `include` are left out" in message
+    assert "fix the `include`/`exclude` globs" in message
+    assert "2 matching `exclude`" in refused(Context.from_paths(root, exclude=["*.py"]))
     (root / ".gitignore").write_text("*.py\n")
     (root / ".env").write_text("SECRET=1\n")
     ignored = refused(Context.from_paths(root))
     assert "2 ignored by .gitignore and 2 hidden (dotfiles) are left out" in ignored, ignored
-    assert "--no-gitignore (gitignore=False)" in ignored and "hidden=True" in ignored
+    assert "`gitignore`=False" in ignored and "hidden=True" in ignored
     Context.from_paths(root, gitignore=False).check_usable()  # the way out the message names
     assert Context.from_paths(root, include=["*.rs"]).skipped_summary() is None  # nothing *skipped*
 
@@ -177,7 +177,7 @@ def test_skipped_files_besides_the_globs_are_both_named(binaries: Path) -> None:
     (binaries / "script.py").write_text("print(1)\n")
     message = refused(Context.from_paths(binaries, exclude=["*.py"]))
     assert "all 3 files were skipped: 2 binary (a.png, b.bin), 1 empty (notes.txt)" in message
-    assert "besides, 1 matching --exclude is left out" in message
+    assert "besides, 1 matching `exclude` is left out" in message
 
 
 # --- standard input and pipes -------------------------------------------------------------------

@@ -189,7 +189,7 @@ def test_a_setting_the_provider_record_rejects_fails_before_any_request(
         settings={"rejects": ("top_p",)},
     )
     monkeypatch.setitem(PROVIDERS, "picky", record)
-    with pytest.raises(ConfigError, match=r"picky:m: the picky provider does not take top_p; remove --top-p"):
+    with pytest.raises(ConfigError, match=r"picky:m: the picky provider does not take top_p; remove `top_p`"):
         resolve_models(Config(), ModelChoice("picky:m", None), sampling=Sampling(top_p=0.5))
     resolve_models(Config(), ModelChoice("picky:m", None), sampling=Sampling(temperature=0.5))  # accepted
 
@@ -401,7 +401,7 @@ def test_an_anthropic_400_naming_effort_names_reasoning_effort() -> None:
             "anthropic:m", ModelOptions(base_url=srv.base_url, api_key="k", reasoning_effort="low")
         )
         with pytest.raises(
-            ModelError, match=r"refused reasoning_effort=low for this model.*--reasoning-effort"
+            ModelError, match=r"refused reasoning_effort=low for this model.*`reasoning_effort`"
         ):
             asyncio.run(lm.complete([{"role": "user", "content": "hi"}], CallSettings()))
 
@@ -409,7 +409,7 @@ def test_an_anthropic_400_naming_effort_names_reasoning_effort() -> None:
 def test_the_local_model_gets_temperature_and_top_p(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import threading
 
-    from rlmx.lm import local
+    from rlmx.lm import llama_cpp
 
     seen: dict[str, Any] = {}
 
@@ -418,12 +418,14 @@ def test_the_local_model_gets_temperature_and_top_p(monkeypatch: pytest.MonkeyPa
             seen.update(kwargs)
             return {"choices": [{"message": {"content": "hi"}}], "usage": {}}
 
-    monkeypatch.setattr(local, "_load", lambda *args: (FakeLlama(), threading.Lock()))
-    lm = local.LlamaCppLM(tmp_path / "m.gguf", name="local:m", sampling=Sampling(temperature=0.1, top_p=0.7))
+    monkeypatch.setattr(llama_cpp, "_load", lambda *args: (FakeLlama(), threading.Lock()))
+    lm = llama_cpp.LlamaCppLM(
+        tmp_path / "m.gguf", name="local:m", sampling=Sampling(temperature=0.1, top_p=0.7)
+    )
     asyncio.run(lm.complete([{"role": "user", "content": "q"}], CallSettings()))
     assert seen["temperature"] == 0.1 and seen["top_p"] == 0.7
     with pytest.raises(ConfigError, match="local:m does not take reasoning_effort"):
-        local.LlamaCppLM(tmp_path / "m.gguf", name="local:m", sampling=Sampling(reasoning_effort="low"))
+        llama_cpp.LlamaCppLM(tmp_path / "m.gguf", name="local:m", sampling=Sampling(reasoning_effort="low"))
 
 
 # --- the response cache ---------------------------------------------------------------------------------

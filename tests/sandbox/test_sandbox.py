@@ -283,7 +283,7 @@ def test_the_default_refuses_where_it_cannot_isolate(monkeypatch: pytest.MonkeyP
     out = run_scripted(ScriptedModel(root=[repl("print('cell-' + 'ran')"), "FINAL(done)"]))
     error = out.result.error or ""
     assert out.result.stopped_by == "error" and "\n" not in error
-    assert "cannot isolate model code here" in error and "--sandbox process-unisolated" in error
+    assert "cannot isolate model code here" in error and "`sandbox`=process-unisolated" in error
     users = [m["content"] for r in out.requests for m in r.messages if m["role"] == "user"]
     assert not any("cell-ran" in text for text in users)  # no cell ever ran
     start = records(out)[0]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from rlmx.commands.run_options import with_run_options
+from rlmx.commands.run_options import cli_terms, with_run_options
 from rlmx.outcomes import EXIT_INTERRUPTED, exit_code
 from rlmx.trace.events import RunStart
 
@@ -70,7 +70,7 @@ def report(result: Any, *, as_json: bool, quiet: bool) -> int:
     where = f"; trace: {result.trace_path}" if result.trace_path else ""
     turns = f"{result.iterations} turn{'s' if result.iterations != 1 else ''}"
     if failed:
-        why = result.error or "the run produced no answer"
+        why = cli_terms(result.error) if result.error else "the run produced no answer"
         how = (
             f"after {turns}"
             if why.startswith("stopped by")

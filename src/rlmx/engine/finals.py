@@ -8,6 +8,7 @@ import ast
 from typing import Any
 
 from rlmx.answer import Answer
+from rlmx.repl import syntax
 
 _UNSET = object()
 
@@ -18,7 +19,7 @@ def literal_answer(code_blocks: list[str]) -> Answer | None:
     content: Any = _UNSET
     for code in code_blocks:
         try:
-            tree = ast.parse(code)
+            tree = syntax.parse(code)
         except SyntaxError:
             continue
         for node in ast.walk(tree):

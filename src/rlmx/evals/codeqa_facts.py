@@ -7,6 +7,8 @@ import ast
 import random
 from dataclasses import dataclass, field
 
+from rlmx.repl import syntax
+
 DEF = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -70,7 +72,7 @@ def _function(
 def read_facts(path: str, src: str) -> tuple[list[FunctionFact], list[ClassFact]] | None:
     """Module-level functions, classes and their methods; None when the file does not parse."""
     try:
-        tree = ast.parse(src)
+        tree = syntax.parse(src)
     except (SyntaxError, ValueError):
         return None
     functions: list[FunctionFact] = []

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from rlmx.context.payload import ContextPayload, load_payload
 from rlmx.errors import BudgetExhausted, RLMError, SandboxError
+from rlmx.repl import syntax
 from rlmx.sandbox import frames
 from rlmx.sandbox.base import ExecResult, RpcHandler, SandboxSettings
 from rlmx.sandbox.process import RESTART_NOTE, var_reply
@@ -120,6 +121,7 @@ class InProcessSandbox:
 
     async def start(self, payload: ContextPayload, options: frames.ReplOptions | None = None) -> None:
         _install_router()
+        syntax.install()  # the cells and the host parse in threads of this one process
         self.payload = payload
         self.options = options or frames.ReplOptions()
         self._new_worker()

@@ -18,6 +18,7 @@ import sys
 import threading
 from typing import Any
 
+from rlmx.repl import syntax
 from rlmx.repl.namespace import ReplNamespace, check_model_name, encode_value, restored_note, text_view
 from rlmx.repl.textview import TextView
 from rlmx.sandbox import frames
@@ -246,14 +247,16 @@ class Worker:
         self.arm_cpu_limit()
         self.in_cell = True
         try:
-            tree = ast.parse(code, "<cell>", "exec")
+            tree = syntax.parse(code, "<cell>", "exec")
             echo = self.repl.dialect.echo_last_expression
             last = tree.body[-1] if echo and tree.body and isinstance(tree.body[-1], ast.Expr) else None
             if last is not None:
                 tree.body.pop()
-            exec(compile(tree, "<cell>", "exec"), self.repl.names)
+            exec(syntax.compile_tree(tree, "<cell>", "exec"), self.repl.names)
             if last is not None:
-                value = eval(compile(ast.Expression(last.value), "<cell>", "eval"), self.repl.names)
+                value = eval(
+                    syntax.compile_tree(ast.Expression(last.value), "<cell>", "eval"), self.repl.names
+                )
                 if value is not None:
                     out.write(repr(value) + "\n")
         except SystemExit as exc:
