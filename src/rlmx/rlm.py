@@ -134,7 +134,7 @@ class RLM(RunSpec):
         if isinstance(pricer, Pricing):  # a caller's own pricer is only called when a run needs it
             for lm in (self._models.root, self._models.sub, *self._models.by_depth.values()):
                 is_priced(pricer, lm.name)
-        if self.sandbox.backend in ("process", "process-unisolated"):
+        if self.sandbox.layer:
             import rlmx.sandbox.process  # noqa: F401  (the run's zygote and workers)
 
     @property

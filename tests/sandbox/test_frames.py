@@ -49,10 +49,20 @@ SAMPLES: list[tuple[frames.Frame, frames.Direction]] = [
     (frames.VarResult(4, None, "no variable"), frames.WORKER_TO_HOST),
     (frames.PutResult(7, None), frames.WORKER_TO_HOST),
     (frames.Rpc(8, "tool", {"name": "t", "args": [], "kwargs": {}}), frames.WORKER_TO_HOST),
-    (frames.Setup(True, LIMITS, 64, "/s", "/tmp", "files", {"prefilter": None}), frames.HOST_TO_ZYGOTE),
+    (
+        frames.Setup(
+            "auto", {"landlock": "why"}, 1000, 10, LIMITS, 64, "/s", "/tmp", "files", {"prefilter": None}
+        ),
+        frames.HOST_TO_ZYGOTE,
+    ),
     (frames.Spawn(1, inherit=True), frames.HOST_TO_ZYGOTE),
     (frames.Shutdown(), frames.HOST_TO_ZYGOTE),
-    (frames.ZygoteReady(frames.IsolationReport(True, "per-worker", ["/usr"])), frames.ZYGOTE_TO_HOST),
+    (
+        frames.ZygoteReady(
+            frames.IsolationReport("landlock", "per-worker", ["/usr"], 6, True, {"namespaces": "x"}, ["n"])
+        ),
+        frames.ZYGOTE_TO_HOST,
+    ),
     (frames.ZygoteFailed("cannot isolate"), frames.ZYGOTE_TO_HOST),
     (frames.Spawned(1, 1234, ""), frames.ZYGOTE_TO_HOST),
 ]
@@ -129,7 +139,7 @@ def test_a_bad_frame_from_a_worker_is_refused(message: dict[str, Any], match: st
 
 
 def test_bad_control_and_host_frames_are_refused() -> None:
-    setup = good(frames.Setup(False, LIMITS, 64, "", "/tmp", "none", {}))
+    setup = good(frames.Setup("none", {}, 1000, 10, LIMITS, 64, "", "/tmp", "none", {}))
     with pytest.raises(frames.ProtocolError, match=r"setup.limits: missing field 'open_files'"):
         limits = {k: v for k, v in setup["limits"].items() if k != "open_files"}
         frames.decode({**setup, "limits": limits}, b"", frames.HOST_TO_ZYGOTE)

@@ -16,7 +16,7 @@ import pytest
 from policies import is_child, is_rlm, last_user, question, repl, turn
 from rlmx import Limits, SandboxSettings
 from rlmx.context.payload import ContextPayload
-from rlmx.sandbox.isolation import SIMULATE_ENV
+from rlmx.sandbox.isolation import FAULT_ENV, SIMULATE_ENV
 from rlmx.sandbox.pool import worker_env
 from rlmx.sandbox.process import ProcessSandboxes
 from rlmx.sandbox.rootfs import python_paths
@@ -278,16 +278,24 @@ subprocess.run(['echo', f'{me}:sub'])
         assert f"{me}:fd" in text and f"{me}:sub" in text and f"{me}:err100" in text
 
 
-def test_the_default_refuses_where_it_cannot_isolate(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(SIMULATE_ENV, "unavailable")
-    out = run_scripted(ScriptedModel(root=[repl("print('cell-' + 'ran')"), "FINAL(done)"]))
-    error = out.result.error or ""
-    assert out.result.stopped_by == "error" and "\n" not in error
-    assert "cannot isolate model code here" in error and "`sandbox`=process-unisolated" in error
+@pytest.mark.parametrize("switch", [(SIMULATE_ENV, "unavailable"), (FAULT_ENV, "namespaces-mount")])
+def test_the_default_falls_back_to_landlock_without_namespaces(
+    monkeypatch: pytest.MonkeyPatch, switch: tuple[str, str]
+) -> None:
+    """No user namespace (refused at `unshare`), or one that fails midway (a mount refused, as under
+    Ubuntu's AppArmor restriction): the same run goes on in the Landlock layer, and says why."""
+    monkeypatch.setenv(*switch)
+    code = "import os\nprint('cell-' + 'ran', os.getuid(), os.getcwd())\nprint(len(os.listdir('/proc')))"
+    out = run_scripted(ScriptedModel(root=[repl(code), "FINAL(done)"]))
+    assert out.result.stopped_by == "final"
     users = [m["content"] for r in out.requests for m in r.messages if m["role"] == "user"]
-    assert not any("cell-ran" in text for text in users)  # no cell ever ran
-    start = records(out)[0]
-    assert start["type"] == "run_start" and start["sandbox"]["backend"] == "process"
+    ran = next(text for text in users if "cell-ran" in text)
+    assert "PermissionError" in ran  # /proc is out of reach
+    uid = int(ran.split("cell-ran ", 1)[1].split()[0])
+    assert uid != os.getuid() and uid >= SandboxSettings().worker_uid_first
+    ready = next(r for r in records(out) if r["type"] == "sandbox_ready")
+    assert ready["layer"] == "landlock" and ready["worker_ids"] == "per-worker" and ready["seccomp"]
+    assert "namespaces" in ready["unavailable"]
 
 
 def test_reduced_isolation_is_explicit_and_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -478,7 +486,7 @@ from rlmx.sandbox import frames
 from rlmx.sandbox.zygote import Zygote
 
 limits = frames.Rlimits(cpu_s=10, memory_mb=100, processes=10, file_mb=1, open_files=10)
-setup = frames.Setup(True, limits, scratch_mb=1, staging="", tmp_base="/tmp", context_kind="none",
+setup = frames.Setup("namespaces", {}, 1000, 10, limits, scratch_mb=1, staging="", tmp_base="/tmp", context_kind="none",
                      context_options={})
 zygote = Zygote(socket.socketpair()[0], setup, [], ids=object())
 pids = set()

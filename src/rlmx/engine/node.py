@@ -31,6 +31,7 @@ from rlmx.trace.events import (
     ExecStart,
     Limit,
     OutputRejected,
+    SandboxReady,
     excerpt,
 )
 from rlmx.trace.events import Final as FinalRecord
@@ -305,6 +306,10 @@ class Node:
 
     async def _exec(self, code: str, *, sub_calls: bool = True) -> ExecResult:
         append = self.history.take_unmirrored()
+        if not self.state.sandbox_reported:
+            await self.repl.ready()
+            self.state.sandbox_reported = True
+            self.emit(SandboxReady(**self.here(), **self.repl.isolation))
         exec_id = self.state.emitter.new_id()
         self.emit(
             ExecStart(**self.here(), exec_id=exec_id, iteration=self.iteration, code=excerpt(code, 400))

@@ -44,6 +44,16 @@ class ReplHandle:
         return stats if isinstance(stats, dict) else None
 
     @property
+    def isolation(self) -> dict[str, Any]:
+        """Where the REPL's code runs, as its sandbox reports it (`SandboxReady`'s fields)."""
+        report = getattr(self.sandbox, "isolation", None)
+        if callable(report):
+            found = report()
+            if isinstance(found, dict):
+                return found
+        return {"layer": "local", "worker_ids": "none"}
+
+    @property
     def restarts(self) -> int:
         """How many times the sandbox restarted a crashed or stopped worker (its variables were lost)."""
         return int(getattr(self.sandbox, "restarts", 0))

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def open_sandboxes(settings: SandboxSettings) -> SandboxFactory:
-    """The sandboxes of one run: "process" and "process-unisolated" share a zygote; "local" is UNSAFE.
+    """The sandboxes of one run: the process backends share a zygote; "local" is UNSAFE.
     `settings.backend` is one of `BACKENDS`: `SandboxSettings` refuses any other."""
     if settings.backend == "local":
         from rlmx.sandbox.in_process import InProcessSandboxes

@@ -16,16 +16,27 @@ from rlmx.sandbox.frames import ReplOptions
 RpcHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
-BACKENDS = ("process", "process-unisolated", "local")
+BACKENDS = ("process", "process-namespaces", "process-landlock", "process-unisolated", "local")
+# which isolation layer a process backend asks its zygote for (rlmx.sandbox.zygote); "auto": namespaces
+# where available, else Landlock + seccomp, else refuse
+LAYER_OF = {
+    "process": "auto",
+    "process-namespaces": "namespaces",
+    "process-landlock": "landlock",
+    "process-unisolated": "none",
+}
 
 
 @dataclass(frozen=True)
 class SandboxSettings:
     """How model-written code runs, and the limits of each REPL process (see docs/security.md).
 
-    `backend`: "process" (default: an isolated worker process; refuses to run where it cannot isolate),
-    "process-unisolated" (a worker process without namespaces: an explicit, recorded reduction), or
-    "local" (UNSAFE: in this process, for trusted code and debugging only).
+    `backend`: "process" (default: an isolated worker process -- namespaces where the host allows
+    them, else Landlock + seccomp + a uid per worker; refuses to run where neither can be built),
+    "process-namespaces" or "process-landlock" (that layer only), "process-unisolated" (a worker
+    process without isolation: an explicit, recorded reduction), or "local" (UNSAFE: in this
+    process, for trusted code and debugging only). `worker_uid_first`, `worker_uid_count`: the uids
+    the Landlock layer gives its workers when started as root (one each; never 0).
     """
 
     backend: str = "process"
@@ -39,6 +50,8 @@ class SandboxSettings:
     max_file_mb: int = 256  # the largest file the code may write (RLIMIT_FSIZE)
     max_open_files: int = 256  # RLIMIT_NOFILE
     scratch_mb: int = 256  # size of the REPL's working directory (a private tmpfs)
+    worker_uid_first: int = 1_900_000_000
+    worker_uid_count: int = 100_000
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -51,6 +64,20 @@ class SandboxSettings:
         for name in ("memory_mb", "max_processes", "max_file_mb", "max_open_files", "scratch_mb"):
             if getattr(self, name) < 16:
                 raise InvalidSettings(f"SandboxSettings: {name} must be >= 16")
+        if self.worker_uid_first < 1 or self.worker_uid_count < 1:
+            raise InvalidSettings(
+                "SandboxSettings: worker_uid_first and worker_uid_count must be >= 1 (never uid 0)"
+            )
+        if self.worker_uid_first + self.worker_uid_count > 4_294_967_294:
+            raise InvalidSettings(
+                "SandboxSettings: worker_uid_first + worker_uid_count must stay below 4294967294"
+            )
+
+    @property
+    def layer(self) -> str:
+        """The isolation layer a process backend asks for ("auto", "namespaces", "landlock", "none");
+        "" for the local backend."""
+        return LAYER_OF.get(self.backend, "")
 
 
 @dataclass

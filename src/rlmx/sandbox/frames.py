@@ -95,15 +95,23 @@ class RpcFailure(Record):
 
 
 WorkerIds = Literal["none", "shared", "per-worker"]
+Layer = Literal["namespaces", "landlock", "none"]
+LayerChoice = Literal["auto", "namespaces", "landlock", "none"]
 
 
 @dataclass(eq=False, repr=False)
 class IsolationReport(Record):
-    """What the zygote could do: namespaces or not, how worker ids are mapped, the host paths visible."""
+    """What the zygote could do: the layer its workers run in (`none`: unisolated), how worker ids are
+    mapped, the host paths visible (namespaces) or readable (Landlock), the Landlock ABI the kernel
+    offers, whether workers load the seccomp filter, why other layers were not used, and notes."""
 
-    namespaces: bool
+    layer: Layer
     worker_ids: WorkerIds
     visible: list[str]
+    landlock_abi: int = 0
+    seccomp: bool = False
+    unavailable: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 # --- frames --------------------------------------------------------------------------------------------
@@ -259,7 +267,10 @@ class Setup(Frame):
 
     TYPE = "setup"
     ATTACHMENTS = frozenset({"context"})
-    isolated: bool
+    layer: LayerChoice  # auto: namespaces, else Landlock, else fail
+    unavailable: dict[str, str]  # layers the host already knows cannot be built, and why
+    uid_first: int  # the Landlock layer's worker uids (as root): uid_first .. uid_first + uid_count - 1
+    uid_count: int
     limits: Rlimits
     scratch_mb: int
     staging: str  # where the isolated zygote mounts its new root before it pivots

@@ -55,6 +55,7 @@ _PIVOT_ROOT_NR = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "
 
 WORKER_UIDS = 1000  # inner uids 1..WORKER_UIDS are mapped for workers when the zygote is started by root
 SIMULATE_ENV = "RLMX_SANDBOX_SIMULATE"  # testing only: "unavailable" or "single-id"
+FAULT_ENV = "RLMX_SANDBOX_FAULT"  # testing only: "namespaces-mount" fails the namespace layer midway
 
 _libc = ctypes.CDLL(None, use_errno=True)
 

@@ -17,21 +17,26 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from rlmx.context.payload import ContextPayload
 from rlmx.errors import ProtocolViolation, SandboxError, SandboxUnavailable
 from rlmx.sandbox import frames, wire
 from rlmx.sandbox.base import SandboxSettings
-from rlmx.sandbox.isolation import SIMULATE_ENV
+from rlmx.sandbox.isolation import FAULT_ENV, SIMULATE_ENV
 
 # the folder rlmx is imported from (src/rlmx/sandbox/pool.py -> src): the workers' PYTHONPATH
 SRC_ROOT = Path(__file__).resolve().parents[2]
 
 REDUCED_ISOLATION_HINT = (
     "to run model code with reduced isolation, pass `sandbox`=process-unisolated "
-    "(SandboxSettings(backend='process-unisolated'))"
+    "(SandboxSettings(backend='process-unisolated')); `rlmx doctor` says what this host offers"
 )
+# layers a zygote of this process found it cannot build, and why: later zygotes skip them (one probe
+# per process, never the context loaded twice to find out); by the test switches set (rlmx.sandbox.isolation)
+KNOWN_UNAVAILABLE: dict[tuple[str, str], dict[str, str]] = {}
+# the report of the latest zygote that started, by layer asked for (rlmx doctor, serve's log)
+LAST_REPORT: dict[str, frames.IsolationReport] = {}
 
 
 def worker_env(home: str) -> dict[str, str]:
@@ -52,8 +57,9 @@ def worker_env(home: str) -> dict[str, str]:
 
 def zygote_env(home: str) -> dict[str, str]:
     env = worker_env(home)
-    if os.environ.get(SIMULATE_ENV):  # tests force the fallback paths with it (see isolation.py)
-        env[SIMULATE_ENV] = os.environ[SIMULATE_ENV]
+    for name in (SIMULATE_ENV, FAULT_ENV):  # tests force the fallback paths with them (isolation.py)
+        if os.environ.get(name):
+            env[name] = os.environ[name]
     return env
 
 
@@ -100,9 +106,10 @@ class WorkerHandle:
 class WorkerPool:
     """A run's zygote, started on the first `spawn` with that sandbox's payload."""
 
-    def __init__(self, settings: SandboxSettings, *, isolated: bool) -> None:
+    def __init__(self, settings: SandboxSettings) -> None:
         self.settings = settings
-        self.isolated = isolated
+        self.layer = settings.layer  # auto | namespaces | landlock | none
+        self.isolated = self.layer != "none"
         self.root_payload: ContextPayload | None = None
         self.proc: asyncio.subprocess.Process | None = None
         self.sock: socket.socket | None = None
@@ -123,7 +130,9 @@ class WorkerPool:
         self.errlog = tempfile.TemporaryFile()
         tmp_base = tempfile.gettempdir()
         # where the zygote mounts its new root before it pivots (empty; removed once it has pivoted)
-        staging = tempfile.mkdtemp(prefix="rlmx-view-") if self.isolated else ""
+        known = dict(KNOWN_UNAVAILABLE.get(_switches(), {}))
+        namespaces = self.layer == "namespaces" or (self.layer == "auto" and "namespaces" not in known)
+        staging = tempfile.mkdtemp(prefix="rlmx-view-") if namespaces else ""
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -145,7 +154,10 @@ class WorkerPool:
         s = self.settings
         payload = self.root_payload
         setup = frames.Setup(
-            isolated=self.isolated,
+            layer=cast(frames.LayerChoice, self.layer),
+            unavailable=known,
+            uid_first=s.worker_uid_first,
+            uid_count=s.worker_uid_count,
             limits=frames.Rlimits(
                 cpu_s=s.worker_cpu_s,
                 memory_mb=s.memory_mb,
@@ -180,6 +192,9 @@ class WorkerPool:
             await self._stop()
             raise ProtocolViolation(f"the sandbox's zygote answered setup with {reply.TYPE!r}")
         self.isolation = reply.isolation
+        LAST_REPORT[self.layer] = reply.isolation
+        if self.layer == "auto":
+            KNOWN_UNAVAILABLE.setdefault(_switches(), {}).update(reply.isolation.unavailable)
         self.serving = True
 
     def stderr_tail(self) -> str:
@@ -295,6 +310,10 @@ class WorkerPool:
         if self.errlog is not None:
             self.errlog.close()
             self.errlog = None
+
+
+def _switches() -> tuple[str, str]:
+    return os.environ.get(SIMULATE_ENV, ""), os.environ.get(FAULT_ENV, "")
 
 
 async def send_frame(sock: socket.socket, frame: frames.Frame, payload: ContextPayload) -> None:

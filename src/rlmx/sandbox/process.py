@@ -29,7 +29,7 @@ class ProcessSandboxes:
 
     def __init__(self, settings: SandboxSettings) -> None:
         self.settings = settings
-        self.pool = WorkerPool(settings, isolated=settings.backend != "process-unisolated")
+        self.pool = WorkerPool(settings)
 
     def __call__(self) -> ProcessSandbox:
         return ProcessSandbox(self.settings, pool=self.pool)
@@ -44,7 +44,7 @@ class ProcessSandbox:
     def __init__(self, settings: SandboxSettings | None = None, *, pool: WorkerPool | None = None):
         self.settings = settings or SandboxSettings()
         self.own_pool = pool is None
-        self.pool = pool or WorkerPool(self.settings, isolated=self.settings.backend != "process-unisolated")
+        self.pool = pool or WorkerPool(self.settings)
         self.payload = ContextPayload("none")
         self.options = frames.ReplOptions()
         self.history: list[dict[str, Any]] = []
@@ -60,6 +60,20 @@ class ProcessSandbox:
         self.context_stats: dict[str, Any] | None = None
         # a session's values put into the REPL (context_N, history_N), put again into every new worker
         self.extras: dict[str, ContextPayload] = {}
+
+    def isolation(self) -> dict[str, Any]:
+        """Where this REPL's code runs (the zygote's report), in `SandboxReady`'s fields."""
+        report = self.pool.isolation
+        if report is None:
+            return {"layer": "", "worker_ids": "none"}
+        return {
+            "layer": report.layer,
+            "worker_ids": report.worker_ids,
+            "landlock_abi": report.landlock_abi,
+            "seccomp": report.seccomp,
+            "unavailable": dict(report.unavailable),
+            "notes": list(report.notes),
+        }
 
     # --- life cycle ---------------------------------------------------------------------------------
     async def start(self, payload: ContextPayload, options: frames.ReplOptions | None = None) -> None:

@@ -14,9 +14,15 @@ Isolated process tree (`--sandbox process`, the default)::
                         -> C, the worker: unprivileged, rlimits, serves the host on its pipes
 
 Killing B (the pidfd the host holds) ends the worker's whole PID namespace: nothing it started
-survives. Every process down the chain dies with its parent (PR_SET_PDEATHSIG). Without isolation
-(`process-unisolated`) the zygote forks C directly, in its own session, and only the rlimits, the
-minimal environment, the closed fds and a fresh working directory apply.
+survives. Every process down the chain dies with its parent (PR_SET_PDEATHSIG).
+
+Where no namespace can be made (a container), the zygote itself forks, per worker, a monitor M and
+the worker C under it, confined by Landlock, seccomp and a uid of its own (`rlmx.sandbox.confine`).
+With `layer="auto"` the namespaces are tried first, in a forked child, so a failure at any step (a
+refused `unshare`, a mount that AppArmor forbids) leaves this process as it was to try the next
+layer: the context is loaded once either way. Without isolation (`process-unisolated`) the zygote
+forks C directly, in its own session, and only the rlimits, the minimal environment, the closed fds
+and a fresh working directory apply.
 """
 
 from __future__ import annotations
@@ -30,16 +36,25 @@ import tempfile
 import traceback
 from typing import Any
 
-from rlmx.sandbox import frames, isolation, rootfs, worker
+from rlmx.sandbox import confine, frames, isolation, landlock, monitor, rootfs, seccomp, worker
 
 
 class Zygote:
     def __init__(
-        self, ctrl: socket.socket, setup: frames.Setup, bound: list[str], ids: isolation.IdMap | None
+        self,
+        ctrl: socket.socket,
+        setup: frames.Setup,
+        bound: list[str],
+        ids: isolation.IdMap | None,
+        *,
+        plan: confine.Plan | None = None,
+        worker_filter: seccomp.Filter | None = None,
     ) -> None:
         self.ctrl = ctrl
         self.setup = setup
-        self.ids = ids  # None: not isolated
+        self.ids = ids  # None: no namespaces
+        self.plan = plan  # the Landlock layer's
+        self.worker_filter = worker_filter  # loaded by each worker of the namespace layer
         limits = setup.limits
         self.limits = isolation.ResourceLimits(
             limits.cpu_s, limits.memory_mb, limits.processes, limits.file_mb, limits.open_files
@@ -95,7 +110,7 @@ class Zygote:
             if info is None or info.si_pid == 0:
                 return
             pid = info.si_pid
-            if not self.isolated:  # what the worker started lives on in its session's group
+            if not self.isolated and self.plan is None:  # what the worker started lives on in its group
                 self._killpg(pid)
             try:
                 os.waitpid(pid, 0)
@@ -123,7 +138,12 @@ class Zygote:
 
     def kill_all(self) -> None:
         for pid in list(self.children):
-            if self.isolated:
+            if self.plan is not None:  # a monitor: it kills its worker and sweeps what is left
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+            elif self.isolated:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -133,6 +153,17 @@ class Zygote:
 
     # --- workers ------------------------------------------------------------------------------------
     def spawn(self, message: frames.Spawn) -> None:
+        if self.plan is not None:
+            started = monitor.spawn(self.plan, self.limits, self.scratch_mb, self.ctrl)
+            self.children.add(started.monitor_pid)
+            fds = started.fds
+            reply = frames.Spawned(message.id, started.worker_pid, "")
+            try:
+                socket.send_fds(self.ctrl, [frames.encode(reply)], fds)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            return
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         workdir = "" if self.isolated else tempfile.mkdtemp(prefix="rlmx-repl-", dir=self.setup.tmp_base)
@@ -216,6 +247,8 @@ class Zygote:
         isolation.apply_rlimits(self.limits)
         if self.isolated:
             isolation.drop_privileges(uid)
+            if self.worker_filter is not None:
+                self.worker_filter.load()
         worker.serve_forked(in_fd, out_fd)
 
 
@@ -223,29 +256,141 @@ def _fail(ctrl: socket.socket, error: str) -> None:
     ctrl.sendall(frames.encode(frames.ZygoteFailed(error)))
 
 
-def _isolate(ctrl: socket.socket, setup: frames.Setup, bound: list[str]) -> isolation.IdMap | None:
-    """Enter the run's namespaces. Returns in the zygote (pid 1), with the host paths of its view in
-    `bound`; the original process only waits."""
+def _ready(ctrl: socket.socket, report: frames.IsolationReport) -> None:
+    ctrl.sendall(frames.encode(frames.ZygoteReady(report)))
+
+
+def _try_namespaces(
+    ctrl: socket.socket, setup: frames.Setup, filt: seccomp.Filter | None, report: frames.IsolationReport
+) -> str:
+    """The namespace layer, built in a forked child (O, which enters the namespaces, and Z under it,
+    the zygote): on success this process only waits and never returns; on failure at any step it
+    returns why, unchanged, for the next layer to be tried."""
+    status_r, status_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(status_r)
+        _namespace_child(ctrl, setup, filt, report, status_w)  # never returns
+    os.close(status_w)
+    status = b""
+    while chunk := os.read(status_r, 4096):
+        status += chunk
+    os.close(status_r)
+    if status == b"ok":  # Z serves: this process outlives nothing -- its death takes the run along
+        ctrl.close()
+        _, code = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(code) & 0xFF)
+    os.waitpid(pid, 0)
+    return status.decode("utf-8", "replace") or "the namespace layer failed to start (see its stderr)"
+
+
+def _namespace_child(
+    ctrl: socket.socket,
+    setup: frames.Setup,
+    filt: seccomp.Filter | None,
+    report: frames.IsolationReport,
+    status_w: int,
+) -> None:
     try:
+        isolation.set_parent_death_signal()
         ids = isolation.enter_user_namespace()
         isolation.enter_run_namespaces()
+        isolation.set_parent_death_signal()
     except OSError as exc:
-        _fail(ctrl, f"cannot isolate model code here: {exc.strerror or exc}")
-        return None
+        os.write(status_w, (exc.strerror or str(exc)).encode())
+        os._exit(1)
     pid = os.fork()
-    if pid:  # O: outlives nothing -- its death (PDEATHSIG) takes the zygote and every worker with it
+    if pid:  # O: waits; its death (PDEATHSIG) takes the zygote and every worker with it
         ctrl.close()
-        _, status = os.waitpid(pid, 0)
-        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+        os.close(status_w)
+        _, code = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(code) & 0xFF)
     isolation.set_parent_death_signal()
+    bound: list[str] = []
     try:
+        if os.environ.get(isolation.FAULT_ENV) == "namespaces-mount":
+            raise OSError(13, "mount: Permission denied (a fault injected by RLMX_SANDBOX_FAULT)")
         first_uid = ids.worker_ids[0] if ids.worker_ids else 0
         bound.extend(rootfs.build_rootfs(staging=setup.staging, first_worker_uid=first_uid))
         isolation.forbid_user_namespaces()
     except OSError as exc:
-        _fail(ctrl, f"cannot isolate model code here: cannot build the file view ({exc})")
+        os.write(status_w, f"cannot build the file view ({exc})".encode())
         os._exit(1)
-    return ids
+    os.write(status_w, b"ok")
+    os.close(status_w)
+    report.layer = "namespaces"
+    report.worker_ids = "shared" if ids.single else "per-worker"
+    report.visible = bound
+    _ready(ctrl, report)
+    _serve(Zygote(ctrl, setup, bound, ids, worker_filter=filt))
+
+
+def _serve(zygote: Zygote) -> None:
+    zygote.serve()
+    # Its children are killed and nothing is left to flush but stderr: leaving without the interpreter's
+    # teardown (which frees the whole context object by object) ends the run ~30 ms sooner.
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _filter(report: frames.IsolationReport) -> seccomp.Filter | None:
+    """The seccomp filter for the namespace layer's workers, built before the view hides libseccomp's
+    file; None (and why, in the report) where seccomp is not available."""
+    reason = seccomp.unavailable_reason()
+    if reason is None:
+        try:
+            return seccomp.worker_filter()
+        except OSError as exc:
+            reason = str(exc)
+    report.notes.append(f"workers run without a seccomp filter: {reason}")
+    report.seccomp = False
+    return None
+
+
+def _layers(ctrl: socket.socket, setup: frames.Setup) -> None:
+    """Try the layers `setup.layer` allows, in order; serve with the first that works, or fail."""
+    wanted = setup.layer
+    why = dict(setup.unavailable)  # what the host already learned in this process
+    report = frames.IsolationReport(
+        layer="none",
+        worker_ids="none",
+        visible=[],
+        landlock_abi=landlock.abi(),
+        seccomp=True,
+        unavailable=why,
+    )
+    if wanted == "none":
+        report.seccomp = False
+        _ready(ctrl, report)
+        _serve(Zygote(ctrl, setup, [], None))
+    if wanted in ("auto", "namespaces") and "namespaces" not in why:
+        why["namespaces"] = _try_namespaces(ctrl, setup, _filter(report), report)
+        report.notes.clear()
+        report.seccomp = True
+    if wanted in ("auto", "landlock") and "landlock" not in why:
+        try:
+            plan = confine.make_plan(
+                explicit=wanted == "landlock",
+                uid_first=setup.uid_first,
+                uid_count=setup.uid_count,
+                tmp_base=setup.tmp_base,
+            )
+        except OSError as exc:
+            why["landlock"] = exc.strerror or str(exc)
+        else:
+            report.layer = "landlock"
+            report.worker_ids = "per-worker" if plan.per_worker_uid else "shared"
+            report.visible = list(plan.paths)
+            report.landlock_abi = plan.abi
+            report.notes.extend(plan.notes)
+            _ready(ctrl, report)
+            _serve(Zygote(ctrl, setup, [], None, plan=plan))
+    tried = [name for name in ("namespaces", "landlock") if name in why]
+    reasons = "; ".join(f"{LAYER_NAMES[name]}: {why[name]}" for name in tried)
+    _fail(ctrl, f"cannot isolate model code here ({reasons})")
+
+
+LAYER_NAMES = {"namespaces": "no user namespaces", "landlock": "no Landlock layer"}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -267,18 +412,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     del attached
     worker.inherit_context(context)
-    bound: list[str] = []
-    ids = _isolate(ctrl, setup, bound) if setup.isolated else None
-    if setup.isolated and ids is None:
-        return
-    worker_ids: frames.WorkerIds = "none" if ids is None else "shared" if ids.single else "per-worker"
-    ready = frames.ZygoteReady(frames.IsolationReport(ids is not None, worker_ids, bound))
-    ctrl.sendall(frames.encode(ready))
-    Zygote(ctrl, setup, bound, ids).serve()
-    # Its children are killed and nothing is left to flush but stderr: leaving without the interpreter's
-    # teardown (which frees the whole context object by object) ends the run ~30 ms sooner.
-    sys.stderr.flush()
-    os._exit(0)
+    _layers(ctrl, setup)
 
 
 if __name__ == "__main__":

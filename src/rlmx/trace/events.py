@@ -249,6 +249,22 @@ class Fallback(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SandboxReady(Event):
+    """The run's first REPL started: where model code runs. `layer`: namespaces | landlock | none
+    (process-unisolated) | local; `worker_ids`: per-worker | shared | none; `landlock_abi`: what the
+    kernel offers (0: none); `seccomp`: workers load rlmx's filter; `unavailable`: layers that could
+    not be built here, and why; `notes`: what differs from the layer's full guarantees."""
+
+    TYPE: ClassVar[str] = "sandbox_ready"
+    layer: str = ""
+    worker_ids: str = ""
+    landlock_abi: int = 0
+    seccomp: bool = False
+    unavailable: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ModelSubstituted(Event):
     """Code asked for a model this run does not have; the run's sub-model served the call instead."""
 
@@ -370,6 +386,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ChildStart,
         ChildEnd,
         Fallback,
+        SandboxReady,
         ModelSubstituted,
         ToolCall,
         Compaction,
