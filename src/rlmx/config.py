@@ -21,6 +21,9 @@ all of them. See docs/providers.md for every key::
     "openai:my-finetune" = [0.30, 1.20]   # USD per million input, output tokens
     [cache]
     enabled = true
+    [sandbox]
+    backend = "process-landlock"     # --sandbox's values; worker_uid_first, worker_uid_count: the
+                                     # Landlock layer's worker uids (docs/security.md)
     tools = ["mytools:TOOLS"]        # your own tools in the REPL (docs/tools.md); sub_tools for children
     [profiles.quick]                 # read by `rlmx serve` / `rlmx mcp` only (docs/serve.md)
     model = "openai:gpt-5-nano"
@@ -54,13 +57,14 @@ PROJECT_FILE = "rlmx.toml"
 SUB_SAMPLING_KEYS = {f"sub_{key}": key for key in SAMPLING_KEYS}  # sub_temperature -> temperature
 TOP_KEYS = frozenset(
     {"model", "sub_model", "prompt", "system_prompt_append", "models_by_depth", "limits", "providers"}
-    | {"prices", "cache", "profiles", "tools", "sub_tools"}
+    | {"prices", "cache", "profiles", "tools", "sub_tools", "sandbox"}
     | set(SAMPLING_KEYS)
     | set(SUB_SAMPLING_KEYS)
 )
 DEPTH_KEYS = frozenset({"model", *SAMPLING_KEYS})  # of a table entry in [models_by_depth]
 LIMIT_KEYS = frozenset(f.name for f in fields(Limits))
 CACHE_KEYS = frozenset({"enabled", "path"})
+SANDBOX_KEYS = frozenset({"backend", "worker_uid_first", "worker_uid_count"})
 # typed keys of [providers.NAME]; `extra` keys go to ModelOptions.extra (provider-specific)
 PROVIDER_KEYS: dict[str, type | tuple[type, ...]] = {
     "api_key": str,
@@ -102,6 +106,7 @@ class Config:
     prices: dict[str, Any] = field(default_factory=dict)  # model -> rlmx.pricing.Price
     cache_enabled: bool = False
     cache_path: str | None = None
+    sandbox: dict[str, Any] = field(default_factory=dict)  # [sandbox]: backend, worker_uid_first/count
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # [profiles.NAME] for rlmx serve / mcp
     tools: tuple[str, ...] = ()  # "MODULE:ATTR" specs of the user's tools (rlmx.tools.load_tools)
     sub_tools: tuple[str, ...] | None = None  # the children's, when they differ (None: the same)
@@ -247,7 +252,7 @@ def _check(data: dict[str, Any], path: Path) -> None:
     for key in ("prompt", "system_prompt_append"):
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f'{path}: {key} must be a string (prompt: "rlmx", "official" or a file path)')
-    for name in ("models_by_depth", "limits", "providers", "prices", "cache", "profiles"):
+    for name in ("models_by_depth", "limits", "providers", "prices", "cache", "profiles", "sandbox"):
         if name in data and not isinstance(data[name], dict):
             raise ConfigError(f"{path}: [{name}] must be a table")
     depth_entries(f"{path}: [models_by_depth]", data.get("models_by_depth", {}))
@@ -260,6 +265,13 @@ def _check(data: dict[str, Any], path: Path) -> None:
             raise ConfigError(f"{path}: [profiles.{name}] must be a table")
     _unknown(data.get("limits", {}), LIMIT_KEYS, f"[limits] of {path}")
     _unknown(data.get("cache", {}), CACHE_KEYS, f"[cache] of {path}")
+    _unknown(data.get("sandbox", {}), SANDBOX_KEYS, f"[sandbox] of {path}")
+    sandbox = data.get("sandbox", {})
+    if not isinstance(sandbox.get("backend", ""), str):
+        raise ConfigError(f'{path}: [sandbox] backend must be a string like "process-landlock"')
+    for key in ("worker_uid_first", "worker_uid_count"):
+        if key in sandbox and (isinstance(sandbox[key], bool) or not isinstance(sandbox[key], int)):
+            raise ConfigError(f"{path}: [sandbox] {key} must be a whole number")
     for provider, settings in data.get("providers", {}).items():
         where = f"[providers.{provider}] of {path}"
         if provider not in PROVIDERS:
@@ -304,6 +316,7 @@ def _build(data: dict[str, Any], sources: tuple[str, ...]) -> Config:
         prices={model: price_from_config(v, model) for model, v in data.get("prices", {}).items()},
         cache_enabled=bool(cache.get("enabled", False)),
         cache_path=cache.get("path"),
+        sandbox=dict(data.get("sandbox", {})),
         profiles={name: dict(table) for name, table in data.get("profiles", {}).items()},
         tools=tool_specs(data.get("tools", []), "tools"),
         sub_tools=tool_specs(data["sub_tools"], "sub_tools") if "sub_tools" in data else None,

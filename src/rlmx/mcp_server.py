@@ -52,7 +52,7 @@ class McpSettings:
     max_sessions: int = 16  # open sessions at once (0: none)
     session_idle_s: float = 600.0  # a session without a question this long closes
     trace: bool = True
-    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    sandbox: SandboxSettings | None = None  # None: each profile's own (its `sandbox` key, the config's)
     trace_dir: Path = field(default_factory=lambda: own_trace_dir("mcp"))
 
 

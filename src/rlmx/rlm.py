@@ -427,6 +427,7 @@ class PreparedRun:
             run_id=self.run_id,
             parsed=result.answer.parsed,
             answer_source=result.answer.source,
+            sandbox=self.root.state.sandbox_layer,
         )
 
 

@@ -138,6 +138,7 @@ class ItemRunner:
             trace_path=result.trace_path,
             attempts=attempt,
             node=self.node,
+            sandbox=result.sandbox,
         )
 
     def record(
@@ -187,8 +188,10 @@ def result_line(
     error: str | None = None,
     elapsed_s: float = 0.0,
     trace_path: str | None = None,
+    sandbox: str = "",
 ) -> dict[str, Any]:
-    """An item's line in the results file (rlmx.batch.results.FIELDS, and `meta` when the input has it)."""
+    """An item's line in the results file (rlmx.batch.results.FIELDS, and `meta` when the input has it).
+    `sandbox`: the isolation layer the item's model code ran in on `node` ("" when no cell ran)."""
     return {
         "id": item.id,
         "answer": answer,
@@ -200,6 +203,7 @@ def result_line(
         "trace_path": trace_path,
         "attempts": attempts,
         "node": node,
+        "sandbox": sandbox,
         **({"meta": item.meta} if item.meta is not None else {}),
     }
 

@@ -28,6 +28,7 @@ FIELDS = (
     "trace_path",
     "attempts",
     "node",
+    "sandbox",
 )
 
 

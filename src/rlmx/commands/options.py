@@ -249,10 +249,13 @@ SessionIdleS = Annotated[
 # --- where code runs, traces, output ------------------------------------------------------------------
 
 Sandbox = Annotated[
-    str,
+    str | None,
     typer.Option(
-        help="Where model-written code runs: process (isolated; refuses where it cannot isolate), "
-        "process-unisolated (reduced isolation, recorded in the trace), local (UNSAFE: in this process)."
+        help="Where model-written code runs: process (the default: isolated by namespaces, else by "
+        "Landlock + seccomp; refuses where neither works), process-namespaces or process-landlock (that "
+        "layer only), process-unisolated (reduced isolation, recorded in the trace), local (UNSAFE: in "
+        "this process). Default: the config file's sandbox backend, else process; rlmx doctor tells what works here.",
+        show_default=False,
     ),
 ]
 Tools = Annotated[

@@ -133,7 +133,7 @@ RUN_OPTIONS: tuple[Declared, ...] = (
     Declared("trace", Trace, None, "trace", _path),
     Declared("no_trace", NoTrace, False, "trace", lambda v: False if v else None),
     Declared("trace_full", TraceFull, False, "excerpt_chars", lambda v: 0 if v else None),
-    Declared("sandbox", Sandbox, "process", "sandbox"),
+    Declared("sandbox", Sandbox, None, "sandbox"),
     Declared("tools", Tools, [], "tools", _tuple),
     Declared("as_json", Json, False, None),
     Declared("output_schema", OutputSchema, None, "output_schema", _path),

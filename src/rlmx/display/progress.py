@@ -32,6 +32,7 @@ from rlmx.trace.events import (
     LMRetry,
     RunEnd,
     RunStart,
+    SandboxReady,
 )
 from rlmx.trace.events import Final as FinalRecord
 
@@ -384,16 +385,51 @@ class Quiet:
         """Nothing to close."""
 
 
+_LAYERS_SAID: set[str] = set()  # the isolation layers this process has named on stderr
+
+
+def layer_notice(event: SandboxReady) -> str | None:
+    """The line saying where model code runs, once per process per layer, when it is not the
+    namespace layer (which needs no word): the Landlock layer, and why the namespaces were not used."""
+    if event.layer in ("namespaces", "none", "local", "") or event.layer in _LAYERS_SAID:
+        return None
+    _LAYERS_SAID.add(event.layer)
+    why = event.unavailable.get("namespaces")
+    ids = "a uid per worker" if event.worker_ids == "per-worker" else "your uid, signals scoped"
+    text = f"rlmx: model code runs isolated by Landlock (ABI {event.landlock_abi}) + seccomp, {ids}"
+    return text + (f"; no user namespaces here: {why}" if why else "") + " (docs/security.md)"
+
+
+class WithLayerNotice:
+    """A display that also says, once, where model code runs (`layer_notice`), quiet or not."""
+
+    def __init__(self, display: LiveTree | PlainLines | Quiet, stream: IO[str]) -> None:
+        self.display = display
+        self.stream = stream
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, SandboxReady):
+            line = layer_notice(event)
+            if line:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+        self.display(event)
+
+    def close(self) -> None:
+        self.display.close()
+
+
 @contextmanager
 def progress_sink(stream: IO[str], *, quiet: bool = False, live: bool | None = None) -> Iterator[Any]:
-    """The progress display for `stream`: nothing when quiet, a live tree on a TTY, plain lines otherwise."""
+    """The progress display for `stream`: nothing when quiet, a live tree on a TTY, plain lines otherwise;
+    either way, where model code runs when that is worth a line (`layer_notice`)."""
     if quiet:
-        yield Quiet(stream)
+        yield WithLayerNotice(Quiet(stream), stream)
         return
     if live is None:
         live = bool(getattr(stream, "isatty", lambda: False)())
     display: LiveTree | PlainLines = LiveTree(stream) if live else PlainLines(stream)
     try:
-        yield display
+        yield WithLayerNotice(display, stream)
     finally:
         display.close()

@@ -306,10 +306,11 @@ class Node:
 
     async def _exec(self, code: str, *, sub_calls: bool = True) -> ExecResult:
         append = self.history.take_unmirrored()
-        if not self.state.sandbox_reported:
+        if not self.state.sandbox_layer:
             await self.repl.ready()
-            self.state.sandbox_reported = True
-            self.emit(SandboxReady(**self.here(), **self.repl.isolation))
+            isolation = self.repl.isolation
+            self.state.sandbox_layer = str(isolation.get("layer") or "unknown")
+            self.emit(SandboxReady(**self.here(), **isolation))
         exec_id = self.state.emitter.new_id()
         self.emit(
             ExecStart(**self.here(), exec_id=exec_id, iteration=self.iteration, code=excerpt(code, 400))

@@ -32,6 +32,8 @@ class RunResult:
     # where the answer came from: final (FINAL(...)), final_var (FINAL_VAR(name)), prose (a forced final
     # reply without FINAL, code removed), none (no answer: `answer` is None)
     answer_source: AnswerSource = "none"
+    # where model code ran: namespaces | landlock | none (process-unisolated) | local; "": no cell ran
+    sandbox: str = ""
 
     @property
     def answered(self) -> bool:
@@ -49,4 +51,5 @@ class RunResult:
             "elapsed_s": round(self.elapsed_s, 3),
             "error": self.error,
             "run_id": self.run_id,
+            "sandbox": self.sandbox,
         }

@@ -75,7 +75,7 @@ class RunState:
     profile: PromptProfile = field(default_factory=PromptProfile.of)
     tools: RunTools = field(default_factory=RunTools)  # the user's tools, by depth (rlmx.tools)
     shared: SharedBudget | None = None  # limits shared with other runs (a batch's), checked after the ledger
-    sandbox_reported: bool = False  # the run's SandboxReady was emitted (at its first cell)
+    sandbox_layer: str = ""  # where the run's model code ran (its SandboxReady's layer; "": no cell ran)
 
     def system_prompt(self, depth: int, sub_lm: BaseLM) -> str:
         """The system prompt of an RLM at `depth`: its profile's, naming the tools of its REPL."""

@@ -77,6 +77,7 @@ MODEL_KEYS = {
     *SUB_SAMPLING_KEYS,
 }
 PROMPT_KEYS = {"prompt", "system_prompt_append"}
+SANDBOX_KEYS = {"sandbox"}  # a backend's name: process, process-landlock, ... (docs/security.md)
 TOOL_KEYS = {"tools", "sub_tools"}
 PROFILES_FILE_KEYS = ("defaults", "profiles")
 # what a caller may lower per run, and the Limits field it lowers
@@ -255,7 +256,7 @@ def profile_from_table(
     its limits start from the config's `[limits]`, and its own `tools` / `sub_tools` replace the
     config's. `extra_tools`: the command line's --tools, added to the profile's own."""
     config = config or Config()
-    known = LIMIT_KEYS | MODEL_KEYS | PROMPT_KEYS | TOOL_KEYS
+    known = LIMIT_KEYS | MODEL_KEYS | PROMPT_KEYS | TOOL_KEYS | SANDBOX_KEYS
     unknown = set(table) - known
     if unknown:
         raise ConfigError(
@@ -269,7 +270,7 @@ def profile_from_table(
     model = table.get("model")
     if not isinstance(model, str) or not model:
         raise ConfigError(f'profile {name!r} needs model = "provider:model"')
-    for key in ("sub_model", "base_url", "api_key_env", "description", *sorted(PROMPT_KEYS)):
+    for key in ("sub_model", "base_url", "api_key_env", "description", "sandbox", *sorted(PROMPT_KEYS)):
         if key in table and not isinstance(table[key], str):
             raise ConfigError(f"profile {name!r}: {key} must be a string")
     concurrency = table.get("concurrency")
@@ -294,6 +295,7 @@ def profile_from_table(
         system_prompt_append=table.get("system_prompt_append"),
         tools=tuple(extra_tools),
         sub_tools=sub_tools,
+        sandbox=table.get("sandbox"),
     )
     profile = ServedProfile(name, options, description=str(table.get("description", "")), config=config)
     profile.built  # noqa: B018 - built now: a bad limit, key or tool stops the server at start-up

@@ -58,7 +58,7 @@ class ServeSettings:
     session_idle_s: float = 600.0  # a session without a question this long closes (its id: 404)
     trace: bool = True
     trace_dir: Path = field(default_factory=lambda: own_trace_dir("serve"))
-    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    sandbox: SandboxSettings | None = None  # None: each profile's own (its `sandbox` key, the config's)
 
     def __post_init__(self) -> None:
         if not self.profiles:

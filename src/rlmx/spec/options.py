@@ -15,11 +15,14 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlmx.errors import ConfigError, InvalidSettings
 from rlmx.lm.sampling import Sampling
 from rlmx.spec.run import RunSpec
+
+if TYPE_CHECKING:
+    from rlmx.sandbox.base import SandboxSettings
 
 Say = Callable[[str], None]
 
@@ -58,7 +61,7 @@ class RunOptions:
     system_prompt_append: str | None = None
     tools: tuple[str, ...] = ()
     sub_tools: tuple[str, ...] | None = None
-    sandbox: str = "process"
+    sandbox: str | None = None  # None: the config's [sandbox] backend, else "process"
     trace: str | bool | None = None
     excerpt_chars: int | None = None
     cache: bool = False
@@ -101,6 +104,27 @@ class BuiltSpec:
     embedded: bool  # the model is the embedded demo model
 
 
+def sandbox_settings(backend: str | None, table: Mapping[str, Any]) -> SandboxSettings:
+    """The run's sandbox: `backend` (None: the config's `[sandbox]` backend, else "process") and the
+    config's worker uid range. A layer named explicitly (process-namespaces, process-landlock) that
+    this host cannot build is refused here, before any model call."""
+    from rlmx.sandbox.base import SandboxSettings
+    from rlmx.sandbox.probe import named_layer_missing
+
+    values = {**table, "backend": backend or table.get("backend") or "process"}
+    try:
+        settings = SandboxSettings(**values)
+    except InvalidSettings as exc:
+        raise InvalidSettings(str(exc).replace("SandboxSettings: ", "`sandbox`: ")) from exc
+    missing = named_layer_missing(settings.backend)
+    if missing is not None:
+        raise InvalidSettings(
+            f"`sandbox`={settings.backend} is not available here: {missing}; `rlmx doctor` says what this "
+            "host offers (`sandbox`=process picks what works)"
+        )
+    return settings
+
+
 def build_spec(
     options: RunOptions,
     *,
@@ -117,18 +141,14 @@ def build_spec(
     from rlmx.config import choose_models, load_config, model_refs
     from rlmx.context.prefilter import Prefilter
     from rlmx.pricing import Pricing
-    from rlmx.sandbox.base import SandboxSettings
 
     say = say or to_stderr
     cfg = config if config is not None else load_config(options.config_file)
     choice = choose_models(options.model, options.sub_model, cfg, environ, base_url=options.base_url)
     limits = cfg.make_limits(choice.limits, **dict(options.limits))
-    try:
-        sandbox = SandboxSettings(backend=options.sandbox)
-    except InvalidSettings as exc:
-        raise InvalidSettings(str(exc).replace("SandboxSettings: ", "`sandbox`: ")) from exc
-    if options.sandbox in SANDBOX_WARNINGS:
-        say(SANDBOX_WARNINGS[options.sandbox])
+    sandbox = sandbox_settings(options.sandbox, cfg.sandbox)
+    if sandbox.backend in SANDBOX_WARNINGS:
+        say(SANDBOX_WARNINGS[sandbox.backend])
     tools, sub_tools = configured_tools(cfg, options.tools, options.sub_tools)
     Prefilter.parse(options.prefilter)  # refused here, before the context is read
     output = schema_of(options.output_schema)
