@@ -105,6 +105,29 @@ def host_support() -> HostSupport:
     )
 
 
+def startup_line(backend: str = "process") -> str:
+    """Where model code of `backend` would run here, in a few words (a server's start-up log)."""
+    support = host_support()
+    if backend == "local":
+        return "local (UNSAFE: in this process)"
+    if backend == "process-unisolated":
+        return "process-unisolated (reduced isolation)"
+    layer = {"process-namespaces": "namespaces", "process-landlock": "landlock"}.get(backend)
+    layer = layer or support.default_layer
+    if layer == "namespaces":
+        return "namespaces + seccomp" if support.seccomp_missing is None else "namespaces"
+    if layer == "landlock":
+        ids = "a uid per worker" if support.per_worker_uid else "your uid, signals scoped"
+        why = support.user_namespaces_missing
+        return f"Landlock (ABI {support.landlock_abi}) + seccomp, {ids}" + (
+            f" (no user namespaces: {why})" if why else ""
+        )
+    return (
+        f"NONE: no user namespaces ({support.user_namespaces_missing}); no Landlock layer "
+        f"({support.landlock_layer_missing}); runs will refuse to execute model code"
+    )
+
+
 def named_layer_missing(backend: str) -> str | None:
     """Why a layer asked for by name (`process-namespaces`, `process-landlock`) cannot run here; None
     when it can, or for any other backend."""

@@ -40,6 +40,16 @@ def uvicorn_level(level: str) -> str:
     return level if logging.getLevelName(level.upper()) >= logging.WARNING else "warning"
 
 
+def isolation_summary(settings: ServeSettings) -> str:
+    """The isolation layer each sandbox backend the profiles use would get here (rlmx.sandbox.probe)."""
+    from rlmx.sandbox.probe import startup_line
+
+    backends = sorted({p.built.spec.sandbox.backend for p in settings.profiles.values()}) or ["process"]
+    if settings.sandbox is not None:
+        backends = [settings.sandbox.backend]
+    return "; ".join(startup_line(b) if len(backends) == 1 else f"{b}: {startup_line(b)}" for b in backends)
+
+
 def run_server(settings: ServeSettings, *, host: str, port: int, log_level: str = "info") -> None:
     """Serve until interrupted. Prints one line with the base URL on stderr once listening; then the
     request log (rlmx.serve.logs) at `log_level`."""
@@ -65,5 +75,6 @@ def run_server(settings: ServeSettings, *, host: str, port: int, log_level: str 
     sys.stderr.write(f"rlmx serve: listening on http://{shown}:{actual_port}/v1 ({auth}; models: {names})\n")
     if not is_loopback(host):
         sys.stderr.write("rlmx serve: warning: not a loopback bind and no TLS; put it behind a TLS proxy\n")
+    sys.stderr.write(f"rlmx serve: model code runs isolated by {isolation_summary(settings)}\n")
     sys.stderr.flush()
     server.run(sockets=[sock])
