@@ -30,7 +30,7 @@ SRC_ROOT = Path(__file__).resolve().parents[2]
 
 REDUCED_ISOLATION_HINT = (
     "to run model code with reduced isolation, pass `sandbox`=process-unisolated "
-    "(SandboxSettings(backend='process-unisolated')); `rlmx doctor` says what this host offers"
+    "(SandboxSettings(backend='process-unisolated')); rlmx doctor says what this host offers"
 )
 # layers a zygote of this process found it cannot build, and why: later zygotes skip them (one probe
 # per process, never the context loaded twice to find out); by the test switches set (rlmx.sandbox.isolation)

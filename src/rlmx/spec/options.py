@@ -119,7 +119,7 @@ def sandbox_settings(backend: str | None, table: Mapping[str, Any]) -> SandboxSe
     missing = named_layer_missing(settings.backend)
     if missing is not None:
         raise InvalidSettings(
-            f"`sandbox`={settings.backend} is not available here: {missing}; `rlmx doctor` says what this "
+            f"`sandbox`={settings.backend} is not available here: {missing}; rlmx doctor says what this "
             "host offers (`sandbox`=process picks what works)"
         )
     return settings
