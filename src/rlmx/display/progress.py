@@ -397,7 +397,7 @@ def layer_notice(event: SandboxReady) -> str | None:
     why = event.unavailable.get("namespaces")
     ids = "a uid per worker" if event.worker_ids == "per-worker" else "your uid, signals scoped"
     text = f"rlmx: model code runs isolated by Landlock (ABI {event.landlock_abi}) + seccomp, {ids}"
-    return text + (f"; no user namespaces here: {why}" if why else "") + " (docs/security.md)"
+    return text + (f"; {why}" if why else "") + " (docs/security.md)"
 
 
 class WithLayerNotice:

@@ -110,24 +110,24 @@ def why_not(*, explicit: bool) -> str | None:
     reasons = []
     ll = landlock.unavailable_reason()
     if ll is not None:
-        reasons.append(f"no Landlock: {ll}")
+        reasons.append(f"no Landlock ({ll})")
     sc = seccomp.unavailable_reason()
     if sc is not None:
-        reasons.append(f"no seccomp: {sc}")
+        reasons.append(f"no seccomp ({sc})")
     if reasons:
         return "; ".join(reasons)
     if not can_switch_uid():
         if not explicit and landlock.abi() < LOWEST_ABI_SHARED_UID:
             who = "not root" if os.geteuid() != 0 else "CAP_SETUID was dropped"
             return (
-                f"workers cannot get a uid of their own ({who}) and Landlock ABI {landlock.abi()} cannot "
+                f"no Landlock layer: workers cannot get a uid of their own ({who}) and Landlock ABI {landlock.abi()} cannot "
                 f"scope signals (needs ABI >= {LOWEST_ABI_SHARED_UID}, Linux >= 6.12)"
             )
         return None
     if not all(readable_by_others(p) for p in python_private_paths()):
         if not _has(capabilities(), CAP_DAC_OVERRIDE):
             return (
-                f"this Python ({sys.prefix}) is not readable by other users and CAP_DAC_OVERRIDE is not "
+                f"no Landlock layer: this Python ({sys.prefix}) is not readable by other users and CAP_DAC_OVERRIDE is not "
                 "available; install rlmx in a Python other users can read"
             )
     return None
@@ -148,7 +148,7 @@ def make_plan(*, explicit: bool, uid_first: int, uid_count: int, tmp_base: str) 
     try:
         flt = seccomp.worker_filter()
     except OSError as exc:
-        raise Unavailable(exc.errno or errno.EPERM, f"no seccomp: {exc}") from exc
+        raise Unavailable(exc.errno or errno.EPERM, f"no seccomp ({exc})") from exc
     plan = Plan(
         abi=landlock.abi(),
         filter=flt,

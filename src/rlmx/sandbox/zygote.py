@@ -294,10 +294,14 @@ def _namespace_child(
     try:
         isolation.set_parent_death_signal()
         ids = isolation.enter_user_namespace()
+    except OSError as exc:
+        os.write(status_w, f"no user namespaces ({exc.strerror or exc})".encode())
+        os._exit(1)
+    try:
         isolation.enter_run_namespaces()
         isolation.set_parent_death_signal()
     except OSError as exc:
-        os.write(status_w, (exc.strerror or str(exc)).encode())
+        os.write(status_w, f"the namespace layer failed ({exc.strerror or exc})".encode())
         os._exit(1)
     pid = os.fork()
     if pid:  # O: waits; its death (PDEATHSIG) takes the zygote and every worker with it
@@ -314,7 +318,7 @@ def _namespace_child(
         bound.extend(rootfs.build_rootfs(staging=setup.staging, first_worker_uid=first_uid))
         isolation.forbid_user_namespaces()
     except OSError as exc:
-        os.write(status_w, f"cannot build the file view ({exc})".encode())
+        os.write(status_w, f"the namespace layer failed: cannot build the file view ({exc})".encode())
         os._exit(1)
     os.write(status_w, b"ok")
     os.close(status_w)
@@ -386,11 +390,7 @@ def _layers(ctrl: socket.socket, setup: frames.Setup) -> None:
             _ready(ctrl, report)
             _serve(Zygote(ctrl, setup, [], None, plan=plan))
     tried = [name for name in ("namespaces", "landlock") if name in why]
-    reasons = "; ".join(f"{LAYER_NAMES[name]}: {why[name]}" for name in tried)
-    _fail(ctrl, f"cannot isolate model code here ({reasons})")
-
-
-LAYER_NAMES = {"namespaces": "no user namespaces", "landlock": "no Landlock layer"}
+    _fail(ctrl, "cannot isolate model code here: " + "; ".join(why[name] for name in tried))
 
 
 def main(argv: list[str] | None = None) -> None:
