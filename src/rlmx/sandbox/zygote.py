@@ -33,10 +33,13 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 import traceback
 from typing import Any
 
 from rlmx.sandbox import confine, frames, isolation, landlock, monitor, rootfs, seccomp, worker
+
+MONITORS_WAIT_S = 1.5  # at its end, how long the zygote waits for its monitors' sweeps (the host waits 2 s)
 
 
 class Zygote:
@@ -150,6 +153,25 @@ class Zygote:
                     continue
             else:
                 self._killpg(pid)
+        if self.plan is not None:
+            self._wait_monitors(MONITORS_WAIT_S)
+
+    def _wait_monitors(self, within_s: float) -> None:
+        """Until every monitor has swept its worker's processes and scratch (or `within_s` passed): the
+        run is not over while anything it started lives."""
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        deadline = time.monotonic() + within_s
+        left = set(self.children)
+        while left and time.monotonic() < deadline:
+            for pid in list(left):
+                try:
+                    done, _ = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done = pid
+                if done:
+                    left.discard(pid)
+            if left:
+                time.sleep(0.005)
 
     # --- workers ------------------------------------------------------------------------------------
     def spawn(self, message: frames.Spawn) -> None:
