@@ -122,18 +122,28 @@ def _worker(
     worker.serve_forked(in_fd, out_fd)
 
 
-def children_of(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (read from /proc: this kernel may lack .../children)."""
+def leftovers(parent: int, uid: int | None) -> list[int]:
+    """The processes whose parent is `parent` (orphans a subreaper adopted) or whose real uid is `uid`,
+    read from /proc (this kernel may lack .../children; a fork of this large process per look would
+    cost tens of milliseconds, so `kill(-1)` from the uid is kept for stale sweeps)."""
     found = []
+    me = os.getpid()
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if not name.isdigit() or int(name) == me:
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
+            with open(f"/proc/{name}/status", "rb") as fh:
+                status = fh.read()
+        except OSError:
             continue
-        if len(fields) > 1 and int(fields[1]) == pid:
+        ppid = real_uid = -1
+        for line in status.split(b"\n"):
+            if line.startswith(b"PPid:"):
+                ppid = int(line.split()[1])
+            elif line.startswith(b"Uid:"):
+                real_uid = int(line.split()[1])
+                break
+        if ppid == parent or (uid is not None and real_uid == uid):
             found.append(int(name))
     return found
 
@@ -199,23 +209,28 @@ def _reap(worker: int) -> tuple[bool, int]:
 
 
 def _sweep(slot: confine.Slot) -> None:
-    """Kill the worker and everything it started; wait until none is left."""
-    for _ in range(100):
-        if slot.uid is not None:
-            confine.kill_uid(slot.uid)
-        left = children_of(os.getpid())
+    """Kill the worker and everything it started (its uid's processes, and every orphan this subreaper
+    adopted), and reap them, until a look finds none: a fork bomb loses (its processes die faster
+    than they fork, and RLIMIT_NPROC bounds them)."""
+    me = os.getpid()
+    for _ in range(1000):
+        left = leftovers(me, slot.uid)
+        if not left:
+            break
         for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):
                 pass
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, 0 if left else os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                break
-            left = [p for p in left if p != pid]
-            if not left:
-                break
+        _reap_all()
+    _reap_all()
+
+
+def _reap_all() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
