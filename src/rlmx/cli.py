@@ -22,8 +22,33 @@ app = RlmxTyper(
 )
 
 
+def version_line() -> str:
+    """`rlmx --version`: rlmx's version, this Python's, and where model code would run on this host."""
+    import platform
+
+    from rlmx import __version__
+    from rlmx.sandbox.probe import startup_line
+
+    return f"rlmx {__version__} (Python {platform.python_version()}; model code: {startup_line()})"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(version_line())
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback(invoke_without_command=True)
-def _root(ctx: typer.Context) -> None:
+def _root(
+    ctx: typer.Context,
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print rlmx's version and the sandbox layer model code would get here, and exit.",
+    ),
+) -> None:
     """rlmx command line."""
     if ctx.invoked_subcommand is None:  # `rlmx` alone: the help, on stdout, and success
         text = ctx.get_help()  # the rich formatter prints it itself and returns ""

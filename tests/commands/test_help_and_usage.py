@@ -256,3 +256,27 @@ def test_the_embedded_model_is_called_a_demo() -> None:
     assert demo.EMBEDDED_NOTE not in demo.summary({**result, "usage": {"by_model": {"openai:x": {}}}}, 48)
     assert demo.matches("There are 48 billing issues.", 48) and demo.matches(48, 48)
     assert not demo.matches("12345 and 48", 48) and not demo.matches(True, 48)
+
+
+def test_version_names_rlmx_python_and_the_sandbox_layer_here() -> None:
+    import platform
+
+    from rlmx import __version__
+
+    proc = rlmx("--version")
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip()
+    assert line.startswith(f"rlmx {__version__} (Python {platform.python_version()}; model code: ")
+    assert "namespaces" in line  # this host makes user namespaces
+    simulated = subprocess.run(
+        [sys.executable, "-m", "rlmx", "--version"],  # python -m rlmx: the same command line
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RLMX_SANDBOX_SIMULATE": "unavailable"},
+        timeout=60,
+    )
+    assert simulated.returncode == 0, simulated.stderr
+    assert (
+        "model code: Landlock (ABI " in simulated.stdout
+        and "user namespaces are not permitted" in simulated.stdout
+    )
