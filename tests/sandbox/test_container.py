@@ -131,10 +131,11 @@ def tickets(tmp_path: Path) -> tuple[Path, int]:
 
 
 def in_container(
-    *args: str, opts: tuple[str, ...] = (), timeout: float = 180
+    *args: str, opts: tuple[str, ...] = (), timeout: float = 180, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-fake"}
-    return subprocess.run([*launcher(*opts), *args], capture_output=True, text=True, env=env, timeout=timeout)
+    cmd = [*launcher(*opts), *args]
+    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=timeout)
 
 
 @outside
@@ -270,6 +271,7 @@ def ask_json(
         "--no-trace",
         *sandbox,
         opts=opts,
+        stdin="some text to read",
     )
 
 
