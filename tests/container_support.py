@@ -122,7 +122,7 @@ def _make_tests(base: Path) -> None:
     repo = base / "repo"
     repo.mkdir()
     shutil.copy2(REPO / "pyproject.toml", repo / "pyproject.toml")
-    for name in ("tests", "examples"):
+    for name in ("tests", "examples", "docs"):  # docs: the attack suite checks docs/security.md's table
         shutil.copytree(REPO / name, repo / name, ignore=IGNORE)
     (base / "home").mkdir()
     os.chmod(base / "home", 0o1777)
@@ -135,7 +135,7 @@ def user_env() -> UserEnv:
     started = time.monotonic()
     venv = tmp / f"rlmx-uservenv-{content_key('pyproject.toml', 'src')}"
     built = _build(venv, _make_venv)
-    tests = tmp / f"rlmx-usertests-{content_key('pyproject.toml', 'tests', 'examples')}"
+    tests = tmp / f"rlmx-usertests-{content_key('pyproject.toml', 'tests', 'examples', 'docs')}"
     _build(tests, _make_tests)
     took = time.monotonic() - started if built else 0.0
     return UserEnv(tests, venv / "venv" / "bin" / "python", tests / "repo", took)

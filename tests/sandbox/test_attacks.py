@@ -215,7 +215,8 @@ def assert_host_untouched(host: Host, out: Outcome) -> None:
     for name, sock in host.listeners.items():
         assert _pending(sock) == 0, f"the host's {name} listener was reached"
     for path in host.written_paths():
-        assert not path.exists(), f"{path} was written on the host"
+        # os.path: a host that is not root cannot look into /root (0700); neither can its workers
+        assert not os.path.lexists(path), f"{path} was written on the host"
     assert socket.gethostname() == host.hostname
     assert "rlmx-pwn" not in Path("/proc/self/mountinfo").read_text()
     assert len(out.requests) <= MAX_LLM_CALLS
