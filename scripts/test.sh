@@ -37,5 +37,5 @@ fi
 if [ "${CI:-}" = "true" ] || [ "${RLMX_FULL_TESTS:-}" = "1" ]; then
   .venv/bin/python -m pytest -q -m "" "$@"
 else
-  .venv/bin/python -m pytest -q -m "not real_model and not large" "$@"
+  .venv/bin/python -m pytest -q -m "not real_model and not large and not container" "$@"
 fi

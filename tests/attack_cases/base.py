@@ -33,6 +33,9 @@ class Attack:
     # "continues": the run goes on; "error": it ends with a protocol error; "limit": the ledger ends it
     ends: str = "continues"
     said: tuple[str, ...] = ()  # what the sandbox must have reported to the model (any of them)
+    # the same under the Landlock layer, where it differs (no namespaces: the kernel refuses by
+    # Landlock or seccomp -- EACCES/EPERM -- where the namespaces hide things: ENOENT, ENETUNREACH)
+    said_landlock: tuple[str, ...] | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     sub: str = "sub-ok"  # what the scripted sub-model answers
     check: Callable[..., None] | None = None  # check(host, outcome): extra assertions on the host

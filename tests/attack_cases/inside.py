@@ -182,6 +182,7 @@ r = subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeo
 leak('SHELL', r.stdout + r.stderr)
 """,
     said=("Network is unreachable",),
+    said_landlock=("socket: Operation not permitted",),
 )
 attack(
     "proc-os-system",

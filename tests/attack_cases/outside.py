@@ -18,6 +18,7 @@ for host in ['127.0.0.1', 'localhost', '::1']:
         print('refused', host, exc)
 """,
     said=("Network is unreachable", "Cannot assign requested address"),
+    said_landlock=("Operation not permitted",),
 )
 attack(
     "net-tcp-host-ip",
@@ -32,6 +33,7 @@ for host in ['$IP', '0.0.0.0']:
         print('refused', host, exc)
 """,
     said=("Network is unreachable",),
+    said_landlock=("Operation not permitted",),
 )
 attack(
     "net-model-server",
@@ -48,6 +50,7 @@ except Exception as exc:
     print('blocked', exc)
 """,
     said=("Network is unreachable",),
+    said_landlock=("Operation not permitted",),
 )
 attack(
     "net-dns",
@@ -83,6 +86,7 @@ for addr in [('127.0.0.1', $UDP), ('$IP', $UDP), ('255.255.255.255', $UDP)]:
         print('blocked', addr, exc)
 """,
     said=("Network is unreachable",),
+    said_landlock=("Operation not permitted",),
 )
 attack(
     "net-unix-abstract",
@@ -96,6 +100,7 @@ except OSError as exc:
     print('refused', exc)
 """,
     said=("Connection refused",),
+    said_landlock=("Operation not permitted",),
 )
 attack(
     "net-unix-path",
@@ -110,6 +115,7 @@ for path in ['$UNIXPATH', '/var/run/docker.sock', '/run/dbus/system_bus_socket']
         print('refused', path, exc)
 """,
     said=("No such file or directory",),
+    said_landlock=("Operation not permitted",),
 )
 
 # --- secrets ---------------------------------------------------------------------------------------
@@ -167,6 +173,7 @@ for path in ['/etc/shadow', '/etc/gshadow', *glob.glob('/etc/ssh/*key*')]:
         print('refused', path, exc)
 """,
     said=("No such file or directory",),
+    said_landlock=("Permission denied",),
 )
 attack(
     "secret-planted-file",
@@ -178,6 +185,7 @@ except OSError as exc:
     print('refused', exc)
 """,
     said=("No such file or directory",),
+    said_landlock=("Permission denied",),
 )
 attack(
     "secret-fs-search",
@@ -237,6 +245,7 @@ for path in targets:
         print('refused', path, exc.strerror)
 """,
     said=("Read-only file system",),
+    said_landlock=("Permission denied",),
 )
 attack(
     "file-symlink-escape",
@@ -282,7 +291,7 @@ attack(
     "fill the disk from the working directory",
     """
 try:
-    with open('/tmp/fill', 'wb') as fh:
+    with open('fill', 'wb') as fh:  # the working directory: /tmp of the namespaces, the Landlock scratch
         while True:
             fh.write(b'x' * (1 << 20))
 except OSError as exc:
