@@ -181,7 +181,7 @@ script = ('id; env; cat /etc/shadow; cat $PLANTED; ls -la /root; '
 r = subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=10)
 leak('SHELL', r.stdout + r.stderr)
 """,
-    said=("Network is unreachable",),
+    said=("socket: Operation not permitted", "Network is unreachable"),
     said_landlock=("socket: Operation not permitted",),
 )
 attack(

@@ -17,7 +17,7 @@ for host in ['127.0.0.1', 'localhost', '::1']:
     except OSError as exc:
         print('refused', host, exc)
 """,
-    said=("Network is unreachable", "Cannot assign requested address"),
+    said=("Operation not permitted", "Network is unreachable", "Cannot assign requested address"),
     said_landlock=("Operation not permitted",),
 )
 attack(
@@ -32,7 +32,7 @@ for host in ['$IP', '0.0.0.0']:
     except OSError as exc:
         print('refused', host, exc)
 """,
-    said=("Network is unreachable",),
+    said=("Operation not permitted", "Network is unreachable"),
     said_landlock=("Operation not permitted",),
 )
 attack(
@@ -49,7 +49,7 @@ try:
 except Exception as exc:
     print('blocked', exc)
 """,
-    said=("Network is unreachable",),
+    said=("Operation not permitted", "Network is unreachable"),
     said_landlock=("Operation not permitted",),
 )
 attack(
@@ -85,7 +85,7 @@ for addr in [('127.0.0.1', $UDP), ('$IP', $UDP), ('255.255.255.255', $UDP)]:
     except OSError as exc:
         print('blocked', addr, exc)
 """,
-    said=("Network is unreachable",),
+    said=("Operation not permitted", "Network is unreachable"),
     said_landlock=("Operation not permitted",),
 )
 attack(
@@ -99,7 +99,7 @@ try:
 except OSError as exc:
     print('refused', exc)
 """,
-    said=("Connection refused",),
+    said=("Operation not permitted", "Connection refused"),
     said_landlock=("Operation not permitted",),
 )
 attack(
@@ -114,7 +114,7 @@ for path in ['$UNIXPATH', '/var/run/docker.sock', '/run/dbus/system_bus_socket']
     except OSError as exc:
         print('refused', path, exc)
 """,
-    said=("No such file or directory",),
+    said=("Operation not permitted", "No such file or directory"),
     said_landlock=("Operation not permitted",),
 )
 

@@ -292,13 +292,25 @@ def confine_worker(plan: Plan, slot: Slot, *, nproc: int, apply_limits: Callable
     prepared = landlock.prepare(policy, plan.abi)  # paths opened now, before the uid changes
     if slot.uid is None:
         apply_limits(nproc + processes_of(os.getuid()))
-        isolation.drop_privileges(None)
+        drop_capabilities()
     else:
         apply_limits(nproc)
         become(slot.uid, keep=(CAP_DAC_OVERRIDE,) if plan.keep_read_bypass else ())
     isolation.set_parent_death_signal()  # a change of uid cleared it: the worker dies with its monitor
     prepared.enforce()
     plan.filter.load()
+
+
+def drop_capabilities() -> None:
+    """Keep this uid, hold no capability: the bounding set and securebits are cut where this process
+    may (CAP_SETPCAP: root without CAP_SETUID); an ordinary user has none to drop, and `no_new_privs`
+    keeps it that way (setuid programs and file capabilities grant nothing)."""
+    if _has(capabilities(), CAP_SETPCAP):
+        isolation.drop_privileges(None)
+        return
+    isolation.prctl(isolation.PR_CAP_AMBIENT, isolation.PR_CAP_AMBIENT_CLEAR_ALL)
+    isolation.clear_capabilities()
+    isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
 
 
 def processes_of(uid: int) -> int:
