@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -219,6 +219,7 @@ class RayCluster:
         object_store_memory: int = 200_000_000,
         env: Mapping[str, str] | None = None,
         worker_env: Mapping[str, str] | None = None,
+        worker_prefix: Sequence[str] = (),
         start_timeout: float = 60.0,
         keep_temp_dir: bool = False,
         start: bool = True,
@@ -229,6 +230,8 @@ class RayCluster:
         self.object_store_memory = object_store_memory
         self.extra_env = dict(env or {})
         self.worker_env = dict(worker_env or {})
+        # argv the second node's `ray start` runs under (e.g. the container launcher, tests/container_support.py)
+        self.worker_prefix = list(worker_prefix)
         self.start_timeout = start_timeout
         self.keep_temp_dir = keep_temp_dir
         self.tag = uuid.uuid4().hex[:12]
@@ -436,7 +439,7 @@ class RayCluster:
         out = open(self.temp_dir / f"ray-start-{node}.log", "wb")  # the child keeps its own copy
         try:
             self._procs[node] = subprocess.Popen(
-                self._command(node),
+                (self.worker_prefix if node == "worker" else []) + self._command(node),
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -24,10 +24,10 @@ ray = pytest.importorskip("ray")
 
 import rlmx.batch  # noqa: E402
 from batch_support import answers_exact, make_ticket_items, read_jsonl, write_jsonl  # noqa: E402
+from container_support import launcher  # noqa: E402
 from policies import tickets_policy  # noqa: E402
 from ray_cluster import RayCluster  # noqa: E402
 from rlmx import RLM, ModelOptions, SandboxSettings  # noqa: E402
-from rlmx.sandbox.isolation import SIMULATE_ENV  # noqa: E402
 from rlmx.testing import ScriptedServer  # noqa: E402
 
 pytestmark = pytest.mark.ray_cluster
@@ -260,8 +260,9 @@ def test_eval_runs_its_items_on_the_cluster_with_the_scores_of_a_local_run(
 
 @pytest.fixture(scope="module")
 def degraded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
-    """A cluster of its own: its second node cannot make user namespaces (and one test loses that node)."""
-    c = start_cluster(tmp_path_factory.mktemp("ray-degraded"), worker_env={SIMULATE_ENV: "unavailable"})
+    """A cluster of its own whose second node runs in a container (the launcher: Docker's capabilities,
+    namespaces refused), and one test loses that node."""
+    c = start_cluster(tmp_path_factory.mktemp("ray-degraded"), worker_prefix=launcher())
     try:
         yield c
     finally:
@@ -277,10 +278,10 @@ def on_degraded(degraded: RayCluster, monkeypatch: pytest.MonkeyPatch) -> RayClu
     return degraded
 
 
-def test_a_node_without_user_namespaces_runs_its_items_in_the_landlock_layer(
+def test_a_node_in_a_container_runs_its_items_in_the_landlock_layer(
     on_degraded: RayCluster, tmp_path: Path
 ) -> None:
-    """A node where no user namespace can be made (as in a container) runs its items isolated by the
+    """A node in a container (no user namespace can be made there) runs its items isolated by the
     Landlock layer instead of failing them; each result line names the layer its node used."""
     items, gold = make_ticket_items(tmp_path / "tickets", n=8, tickets=100, seed0=400)
     worker = on_degraded.node_ids()["worker"]

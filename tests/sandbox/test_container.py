@@ -279,10 +279,10 @@ def ask_json(
 @pytest.mark.parametrize(
     ("opts", "says"),
     [
-        (("--no-landlock=enosys",), ("no user namespaces", "no Landlock", "ENOSYS")),
-        (("--no-landlock=eperm",), ("no user namespaces", "no Landlock", "runtime refuses Landlock")),
-        (("--no-libseccomp",), ("no user namespaces", "no Landlock", "libseccomp is not installed")),
-        (("--no-seccomp",), ("no user namespaces", "no Landlock", "seccomp filters are refused")),
+        (("--no-landlock=enosys",), ("no user namespaces", "no Landlock (", "ENOSYS")),
+        (("--no-landlock=eperm",), ("no user namespaces", "no Landlock (", "runtime refuses Landlock")),
+        (("--no-libseccomp",), ("no user namespaces", "no seccomp (libseccomp is not installed")),
+        (("--no-seccomp",), ("no user namespaces", "no seccomp (seccomp filters are refused")),
     ],
     ids=["no-landlock-enosys", "no-landlock-eperm", "no-libseccomp", "no-seccomp"],
 )

@@ -81,6 +81,7 @@ def _monitor(
     signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     isolation.prctl(confine.PR_SET_CHILD_SUBREAPER, 1)
     isolation.set_parent_death_signal(signal.SIGTERM)
+    os.setpgid(0, 0)  # a kill of the zygote's process group (the host's last resort) leaves M to sweep
     pid = os.fork()
     if pid == 0:
         code = 70
@@ -122,28 +123,28 @@ def _worker(
     worker.serve_forked(in_fd, out_fd)
 
 
-def leftovers(parent: int, uid: int | None) -> list[int]:
-    """The processes whose parent is `parent` (orphans a subreaper adopted) or whose real uid is `uid`,
-    read from /proc (this kernel may lack .../children; a fork of this large process per look would
-    cost tens of milliseconds, so `kill(-1)` from the uid is kept for stale sweeps)."""
+def leftovers(parent: int, uid: int | None, session: int) -> list[int]:
+    """The worker's processes: those whose parent is `parent` (orphans a subreaper adopted), whose
+    session is the worker's own (`session`: it called setsid), or whose real uid is `uid` (a uid of
+    its own). Read from /proc in one pass (this kernel may lack .../children; a fork of this large
+    process per look would cost tens of milliseconds)."""
     found = []
     me = os.getpid()
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
         try:
-            with open(f"/proc/{name}/status", "rb") as fh:
-                status = fh.read()
-        except OSError:
-            continue
-        ppid = real_uid = -1
-        for line in status.split(b"\n"):
-            if line.startswith(b"PPid:"):
-                ppid = int(line.split()[1])
-            elif line.startswith(b"Uid:"):
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            ppid, sid = int(fields[1]), int(fields[3])
+            real_uid = -1
+            if uid is not None:
+                with open(f"/proc/{name}/status", "rb") as fh:
+                    line = next(ln for ln in fh if ln.startswith(b"Uid:"))
                 real_uid = int(line.split()[1])
-                break
-        if ppid == parent or (uid is not None and real_uid == uid):
+        except (OSError, IndexError, ValueError, StopIteration):
+            continue
+        if ppid == parent or sid == session or (uid is not None and real_uid == uid):
             found.append(int(name))
     return found
 
@@ -189,7 +190,7 @@ def watch(worker: int, slot: confine.Slot, scratch_mb: int) -> int:
             sys.stderr.flush()
             code = 137
             break
-    _sweep(slot)
+    _sweep(slot, worker)
     shutil.rmtree(slot.scratch, ignore_errors=True)
     return code
 
@@ -208,13 +209,13 @@ def _reap(worker: int) -> tuple[bool, int]:
         # an orphan the worker left: reaped; the worker goes on
 
 
-def _sweep(slot: confine.Slot) -> None:
+def _sweep(slot: confine.Slot, worker: int) -> None:
     """Kill the worker and everything it started (its uid's processes, and every orphan this subreaper
     adopted), and reap them, until a look finds none: a fork bomb loses (its processes die faster
     than they fork, and RLIMIT_NPROC bounds them)."""
     me = os.getpid()
     for _ in range(1000):
-        left = leftovers(me, slot.uid)
+        left = leftovers(me, slot.uid, worker)
         if not left:
             break
         for pid in left:
