@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -49,7 +50,7 @@ def doctor(as_json: Json = False, sandbox: DoctorSandbox = None, config_file: Co
     settings = sandbox_settings(sandbox, cfg.sandbox)
     host, live, failure = asyncio.run(_gather(settings))
     model = model_report(cfg)
-    reason = verdict(host, live, failure)
+    reason = verdict(host, settings.backend, live, failure)
     data = {
         "host": host.to_data(),
         "sandbox": settings.backend,
@@ -115,21 +116,26 @@ def failure_reason(exc: Exception) -> str:
         message = message.removeprefix("cannot isolate model code here ").strip()
         if message.startswith("(") and message.endswith(")"):
             message = message[1:-1]
+        parts = re.split(r"(?:^|; )(no user namespaces|no Landlock layer): ", message)
+        if len(parts) > 1 and not parts[0] and len(parts) % 2:  # the zygote's "LAYER: why; ..."
+            message = "; ".join(f"{name} ({why})" for name, why in zip(parts[1::2], parts[2::2], strict=True))
         message = f"{message}; {REDUCED}"
     return cli_terms(message)
 
 
-def verdict(host: HostSupport, live: Live | None, failure: str | None) -> str | None:
+def verdict(host: HostSupport, backend: str, live: Live | None, failure: str | None) -> str | None:
     """None when model code runs isolated (an isolating layer, every probe blocked); else why not."""
+    other = f"--sandbox process would use layer {host.default_layer} here" if host.default_layer else None
     if live is None:
-        return failure or "the sandbox did not start"
+        failed = failure or "the sandbox did not start"
+        return f"{failed}; {other}" if other and backend != "process" else failed
     layer = live.isolation.get("layer")
     reachable = [name_of(name, live) for name, probe in live.probes.items() if not probe.blocked]
     if layer in ISOLATED_LAYERS:
         if not reachable:
             return None
         return f"layer {layer}, yet a cell reached: {', '.join(reachable)}"
-    why = []
+    why: list[str] = []
     if host.user_namespaces_missing:
         why.append(f"no user namespaces ({host.user_namespaces_missing})")
     if host.landlock_layer_missing:
@@ -138,6 +144,8 @@ def verdict(host: HostSupport, live: Live | None, failure: str | None) -> str | 
         chosen = "--sandbox local runs model code inside this process (UNSAFE)"
     else:
         chosen = f"--sandbox {live.backend} runs model code with reduced isolation (layer none)"
+    if other:
+        why.append(other)
     reached = f"; a cell reached: {', '.join(reachable)}" if reachable else ""
     return "; ".join([chosen, *why]) + reached
 

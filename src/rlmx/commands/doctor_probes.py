@@ -20,7 +20,7 @@ MARK = "RLMX-DOCTOR "
 SHADOW = "/etc/shadow"
 
 # The cell: `_a` holds the doctor's parameters (the cell sees no host path but those it is given).
-CELL = '''
+CELL = """
 import json as _j, os as _o, socket as _s
 _a = _j.loads(%r)
 _r = {}
@@ -76,7 +76,7 @@ if "shadow" in _a["probes"]:
     except Exception as x:
         _r["shadow"] = {"read": False, "error": _e(x)}
 print(%r + _j.dumps(_r))
-'''
+"""
 
 
 @dataclass
