@@ -7,10 +7,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from rlmx.commands.doctor_probes import Host
 from rlmx.sandbox.isolation import SIMULATE_ENV
 from rlmx.sandbox.probe import host_support
 
@@ -20,7 +22,7 @@ KEYS = {"host", "layer", "worker_ids", "unavailable", "notes", "probes", "model"
 MODEL_ENV = ("RLMX_MODEL", "RLMX_SUB_MODEL", SIMULATE_ENV)
 
 HOST = host_support()
-pytestmark = pytest.mark.skipif(
+needs_layers = pytest.mark.skipif(
     HOST.user_namespaces_missing is not None or HOST.landlock_layer_missing is not None or not HOST.root,
     reason="these cases are written for a root host with user namespaces and Landlock",
 )
@@ -41,6 +43,7 @@ def line(out: str, start: str) -> str:
     return found[0]
 
 
+@needs_layers
 def test_the_default_sandbox_runs_isolated_by_namespaces(tmp_path: Path) -> None:
     proc = doctor(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -60,6 +63,7 @@ def test_the_default_sandbox_runs_isolated_by_namespaces(tmp_path: Path) -> None
     )
 
 
+@needs_layers
 def test_the_landlock_layer_named_gives_each_worker_a_uid(tmp_path: Path) -> None:
     proc = doctor(tmp_path, "--sandbox", "process-landlock", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -78,6 +82,7 @@ def test_the_landlock_layer_named_gives_each_worker_a_uid(tmp_path: Path) -> Non
     assert set(out["model"]) >= {"model", "sub_model", "base_url", "key_env", "key_set"}
 
 
+@needs_layers
 def test_a_key_is_named_never_printed(tmp_path: Path) -> None:
     secret = "sk-test-secret-123"
     for args in ((), ("--json",)):
@@ -90,6 +95,7 @@ def test_a_key_is_named_never_printed(tmp_path: Path) -> None:
     assert model["key_env"] == "OPENAI_API_KEY" and model["key_set"] is True
 
 
+@needs_layers
 def test_a_configured_model_without_its_key_says_not_set(tmp_path: Path) -> None:
     config = tmp_path / "doctor.toml"
     config.write_text('model = "anthropic:claude-x"\nsub_model = "openai:gpt-x"\n')
@@ -100,6 +106,7 @@ def test_a_configured_model_without_its_key_says_not_set(tmp_path: Path) -> None
     assert line(proc.stdout, "key:") == "key: ANTHROPIC_API_KEY not set"
 
 
+@needs_layers
 def test_no_key_and_no_model_names_the_embedded_demo_model(tmp_path: Path) -> None:
     from rlmx.lm.llama_cpp import demo_model_available
 
@@ -110,6 +117,7 @@ def test_no_key_and_no_model_names_the_embedded_demo_model(tmp_path: Path) -> No
         assert out["model"] is None and "no model configured" in out["error"]
 
 
+@needs_layers
 def test_without_user_namespaces_the_default_falls_back_to_landlock(tmp_path: Path) -> None:
     proc = doctor(tmp_path, env={SIMULATE_ENV: "unavailable"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -123,6 +131,7 @@ def test_without_user_namespaces_the_default_falls_back_to_landlock(tmp_path: Pa
     )
 
 
+@needs_layers
 def test_a_named_layer_the_host_cannot_build_is_exit_1_with_the_reason(tmp_path: Path) -> None:
     proc = doctor(tmp_path, "--sandbox", "process-namespaces", env={SIMULATE_ENV: "unavailable"})
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -134,6 +143,7 @@ def test_a_named_layer_the_host_cannot_build_is_exit_1_with_the_reason(tmp_path:
     assert "`" not in proc.stderr  # library names became flags
 
 
+@needs_layers
 def test_the_unisolated_backend_reaches_everything_and_exits_1(tmp_path: Path) -> None:
     proc = doctor(tmp_path, "--sandbox", "process-unisolated")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -151,6 +161,7 @@ def test_the_unisolated_backend_reaches_everything_and_exits_1(tmp_path: Path) -
     assert not out["probes"]["network"]["blocked"] and not out["probes"]["home"]["blocked"]
 
 
+@needs_layers
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -163,3 +174,41 @@ def test_bad_options_are_exit_2(tmp_path: Path, args: tuple[str, ...], says: str
     proc = doctor(tmp_path, *args)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("rlmx: error: ") and says in proc.stderr and proc.stderr.count("\n") == 1
+
+
+# --- the host's side of the verdicts, without a worker ---------------------------------------------
+
+
+@pytest.fixture()
+def host() -> Iterator[Host]:
+    found = Host()
+    yield found
+    found.close()
+
+
+def test_a_connection_that_arrives_is_reachable_whatever_the_cell_says(host: Host) -> None:
+    import socket
+
+    assert host.judge("network", {"connected": False, "error": "x"}).blocked is True
+    with socket.create_connection(("127.0.0.1", host.port), timeout=2):
+        probe = host.judge("network", {"connected": False, "error": "x"})
+    assert probe.blocked is False and probe.detail.startswith("REACHABLE: a connection arrived")
+    assert host.judge("network", {"connected": True}).blocked is False
+
+
+def test_the_doctors_pid_in_another_pid_namespace_is_another_process(host: Host) -> None:
+    other = {"signalled": True, "listed": True, "count": 2, "start": "1"}
+    assert host.start is not None and host.start != "1"
+    assert host.judge("processes", other).blocked is True
+    assert host.judge("processes", {**other, "start": host.start}).blocked is False
+    assert host.judge("processes", {**other, "start": None}).blocked is False  # cannot tell: reachable
+    denied = {"kill_error": "PermissionError: x", "list_error": "PermissionError: y", "start": None}
+    assert host.judge("processes", denied).blocked is True
+
+
+def test_home_is_reachable_only_as_the_same_directory(host: Host) -> None:
+    st = os.stat(host.home)
+    assert host.judge("home", {"id": [st.st_dev, st.st_ino], "entries": 3}).blocked is False
+    assert host.judge("home", {"id": [st.st_dev + 1, st.st_ino], "entries": 1}).blocked is True
+    assert host.judge("home", {"error": "PermissionError: x"}).blocked is True
+    assert host.judge("home", {"error": "PermissionError: x", "read": True}).blocked is False

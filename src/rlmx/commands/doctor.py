@@ -226,7 +226,7 @@ def host_lines(host: HostSupport) -> list[str]:
     if host.landlock_missing is None and host.landlock_layer_missing:
         ll += f" (the layer is not picked by default: {host.landlock_layer_missing})"
     if not host.root:
-        root = f"no (uid {os.geteuid()}): workers of the Landlock layer share this uid"
+        root = f"no (uid {os.geteuid()}): workers share this uid (without capabilities)"
     elif host.per_worker_uid:
         root = "yes: each worker gets a uid of its own"
     else:
