@@ -304,3 +304,30 @@ def test_the_landlock_layer_by_name_without_landlock_is_exit_2_with_one_line() -
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Landlock" in lines[0], proc.stderr
+
+
+@outside
+def test_doctor_in_a_container_names_the_landlock_layer_and_exits_0() -> None:
+    proc = subprocess.run(
+        [*launcher(), *RLMX, "doctor", "--json"], capture_output=True, text=True, timeout=180, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["layer"] == "landlock" and report["isolated"] is True
+    assert "cannot create a user namespace" in report["host"]["user_namespaces_missing"]
+    assert all(probe["blocked"] for probe in report["probes"].values()), report["probes"]
+
+
+@outside
+def test_doctor_with_every_layer_removed_exits_1_and_says_why() -> None:
+    proc = subprocess.run(
+        [*launcher("--no-landlock=enosys"), *RLMX, "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("rlmx doctor: model code cannot run isolated here")
+    assert "no user namespaces" in last and "no Landlock (" in last and "--sandbox process-unisolated" in last
