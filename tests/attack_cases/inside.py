@@ -42,6 +42,10 @@ while True:
     blocks.append(bytearray(100 * 2**20))
 """,
     said=("MemoryError",),
+    settings={
+        "cell_timeout_s": 10.0,
+        "cell_cpu_s": 8,
+    },  # a gigabyte zero-filled in 100 MB blocks: seconds on a loaded 2-core host
 )
 attack(
     "res-infinite-loop",
@@ -74,6 +78,10 @@ attack(
     "print 300 MB of text",
     "print('x' * 300_000_000)",
     said=("characters omitted",),
+    settings={
+        "cell_timeout_s": 10.0,
+        "cell_cpu_s": 8,
+    },  # 300 MB through the capture: seconds on a loaded 2-core host
 )
 attack(
     "res-fd-flood",
