@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlmx.trace.events import excerpt_text
+from rlmx.trace.events import RunEnd, RunStart, excerpt_text
 
 ACTIVE_MINUTES = 60  # a file with no run_end that changed this recently is taken to be still written
 _TAIL_CHUNK = 64 * 1024
@@ -111,8 +111,8 @@ def read_info(path: Path, now: float | None = None) -> TraceInfo:
         first, last = first_record(path), last_record(path)
     except OSError:
         first = last = None
-    start = first if first and first.get("type") == "run_start" else {}
-    end = last if last and last.get("type") == "run_end" else None
+    start = first if first and first.get("type") == RunStart.TYPE else {}
+    end = last if last and last.get("type") == RunEnd.TYPE else None
     usage = (end or {}).get("usage") or {}
     recent = now - stat.st_mtime < ACTIVE_MINUTES * 60
     t = start.get("t")
