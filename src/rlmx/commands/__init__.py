@@ -15,7 +15,20 @@ from typer.core import TyperCommand, TyperGroup
 from rlmx.commands.options import fill_in_defaults
 
 # in the order `rlmx --help` lists them
-COMMAND_MODULES = ("ask", "chat", "batch", "view", "serve", "mcp", "eval", "providers", "prompts", "doctor")
+COMMAND_MODULES = (
+    "ask",
+    "chat",
+    "batch",
+    "view",
+    "traces",
+    "serve",
+    "mcp",
+    "eval",
+    "providers",
+    "prompts",
+    "doctor",
+    "scripted_server",
+)
 
 _BRACED = re.compile(r"^\{(.+)\}(\.\.\.)?$")
 

@@ -1,6 +1,6 @@
 """`rlmx chat`: questions one after another in one session (one REPL: what the model's code made for a
 question is there for the next). Each line of input is a question; `/context PATH` adds a context
-(`context_1`, ...), `/usage` prints the session's usage so far, `/exit` ends it. On a terminal the
+(`context_1`, ...), `/usage` prints the session's usage so far, `/help` lists the commands, `/exit` ends it. On a terminal the
 prompt has line editing and history (readline); otherwise each line of stdin is read as it comes, so a
 conversation can be scripted. The answers go to stdout, progress and per-question usage to stderr."""
 
@@ -18,7 +18,13 @@ from rlmx.errors import ConfigError, RLMError
 if TYPE_CHECKING:
     from rlmx.session import Session
 
-COMMANDS = "/context PATH, /usage, /exit"
+COMMANDS = "/context PATH, /usage, /help, /exit"
+HELP = {
+    "/context PATH": "add PATH (read as --context reads it) as the next context: context_1, ...",
+    "/usage": "print the session's usage so far (calls, tokens, cost)",
+    "/help": "list these commands",
+    "/exit": "end the session (also /quit, or the end of input)",
+}
 
 
 def register(app: typer.Typer) -> None:
@@ -28,7 +34,7 @@ def register(app: typer.Typer) -> None:
 @with_run_options(exclude=("model_concurrency",))
 def chat(**run: Any) -> None:
     """Ask questions one after another over the given context, in one session whose REPL keeps the
-    variables the model made. Limits apply to each question. Commands: /context PATH, /usage, /exit."""
+    variables the model made. Limits apply to each question. Commands: /context PATH, /usage, /help, /exit."""
     from rlmx.commands.run_setup import prepare_run
 
     prepared = prepare_run(run)
@@ -48,6 +54,10 @@ def converse(session: Session, rlm: Any, load: Any, *, as_json: bool, quiet: boo
     for line in lines():
         if line in ("/exit", "/quit"):
             return
+        if line == "/help":
+            for name, about in HELP.items():
+                typer.echo(f"{name:14} {about}")
+            continue
         if line == "/usage":
             typer.echo(f"usage: {usage_line(session.usage)}")
             continue

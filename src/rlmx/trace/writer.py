@@ -47,12 +47,14 @@ class Emitter:
 
 
 class TraceWriter:
-    """Appends every event to a JSONL file as one record, flushed as it happens."""
+    """Appends every event to a JSONL file as one record, flushed as it happens. While open it holds a
+    shared flock on the file, so `rlmx traces prune` can tell it is still being written."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] | None = open(path, "a", encoding="utf-8")
+        _share_lock(self._file)
 
     def __repr__(self) -> str:
         return f"TraceWriter({str(self.path)!r})"
@@ -67,3 +69,13 @@ class TraceWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _share_lock(file: IO[str]) -> None:
+    """A shared flock for as long as the file is open (none where flock is missing or refused)."""
+    try:
+        import fcntl
+
+        fcntl.flock(file.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except (ImportError, OSError):
+        pass
