@@ -176,6 +176,7 @@ class Worker:
             dialect=settings.repl.dialect,
             tools=self.tools(settings.repl),
             session=settings.repl.session,
+            note=self.note,
         )
 
     def put(self, frame: frames.Put, blob: bytes) -> str | None:
