@@ -118,6 +118,7 @@ def test_a_default_cap_adds_one_notice_line_and_a_chosen_one_none(backend: str) 
             'print(len(grep("ERROR", count_all=False)))',
             'print(len(grep("ERROR", max_matches=None)))',
             'print(len(grep("disk 3$")) < 1000)',
+            'for p in ("ERROR", "INFO", "disk"):\n    print(grep(p).total)',
         ],
         BIG,
     )
@@ -129,6 +130,8 @@ def test_a_default_cap_adds_one_notice_line_and_a_chosen_one_none(backend: str) 
     assert outputs[2].startswith("[rlmx] grep: 1,000 of at least 1,001 matching lines shown")
     assert outputs[2].endswith("\n1000\n") and outputs[2].count("\n") == 2
     assert outputs[3] == f"{N_MATCH}\n"
+    assert outputs[5].count("[rlmx]") == 1 and outputs[5].endswith("\n200000\n200000\n200000\n")
+    assert outputs[5].startswith("[rlmx] grep: 1,000 of 200,000 matching lines")  # the first cut, once a cell
     assert outputs[4].startswith(
         f"[rlmx] grep: 1,000 of {len(range(3, N_MATCH, 7)):,} matching lines"
     ) and outputs[4].endswith("\nFalse\n")

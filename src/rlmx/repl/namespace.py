@@ -94,6 +94,7 @@ class ReplNamespace:
         self.mirror: list[dict[str, Any]] = []  # the list the host's messages are appended to
         self.cache_dir: str | None = None
         self.note: Callable[[str], None] = print_note  # one `[rlmx] ...` line in the cell's output
+        self.noticed: set[str] = set()  # the helpers whose cut was noted in this cell (once each)
 
     def fill(
         self,
@@ -173,7 +174,7 @@ class ReplNamespace:
         def peek(start: int = 0, length: int | None = None) -> str:
             text = helpers.peek(view, start, helpers.DEFAULT_PEEK_CHARS if length is None else length)
             if length is None:  # the default cut it: say so, and how to see more
-                self._cut_notice(helpers.peek_notice(view, start, text))
+                self._cut_notice("peek", helpers.peek_notice(view, start, text))
             return text
 
         return peek
@@ -182,14 +183,22 @@ class ReplNamespace:
         def grep(pattern: Any, **kw: Any) -> helpers.GrepResult:
             result = helpers.grep(view, pattern, **kw)
             if result.truncated and "max_matches" not in kw:  # a cap the caller did not choose
-                self._cut_notice(result.notice(helpers.DEFAULT_MAX_MATCHES))
+                self._cut_notice("grep", result.notice(helpers.DEFAULT_MAX_MATCHES))
             return result
 
         return grep
 
-    def _cut_notice(self, text: str | None) -> None:
-        if text:
+    def _cut_notice(self, helper: str, text: str | None) -> None:
+        """Note that a default cut a helper's result: the first time in a cell only (a loop of greps
+        gets one line, not one per call)."""
+        if text and helper not in self.noticed:
+            self.noticed.add(helper)
             self.note(text)
+
+    def start_cell(self) -> None:
+        """Before a cell: no answer yet, and no notice given."""
+        self.final = None
+        self.noticed.clear()
 
     def put(self, name: str, value: Any) -> None:
         """A value the host puts into a live REPL (a session): `context_N` (`context_0` also becomes

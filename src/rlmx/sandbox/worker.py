@@ -240,7 +240,7 @@ class Worker:
         even when the cell then raised (the host decides). Reserved names the code rebound are put
         back, and the output says so."""
         out = CappedWriter(self.output_chars)
-        self.repl.final = None
+        self.repl.start_cell()
         error = None
         cpu_stopped = False
         saved = self.redirect(out)
