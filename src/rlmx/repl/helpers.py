@@ -13,13 +13,15 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rlmx.repl.grepcount import DEFAULT_MAX_MATCHES, GrepResult, finish
 from rlmx.repl.textview import LINE_INDEX_SHIFT as _SHIFT
 from rlmx.repl.textview import TextView
 from rlmx.repl.textview import dumps as _dumps
 
-__all__ = ["Match", "TextView", "grep", "partition", "peek"]
+__all__ = ["GrepResult", "Match", "TextView", "grep", "partition", "peek"]
 
 DEFAULT_CHUNK_CHARS = 100_000
+DEFAULT_PEEK_CHARS = 2000
 _MODES = ("auto", "lines", "chars", "items", "documents", "tokens")
 
 
@@ -49,7 +51,7 @@ class Match:
     __repr__ = __str__
 
 
-def peek(view: TextView, start: int = 0, length: int = 2000) -> str:
+def peek(view: TextView, start: int = 0, length: int = DEFAULT_PEEK_CHARS) -> str:
     """``length`` characters of the text view from ``start`` (a negative start counts from the end)."""
     if length < 0:
         raise ValueError(f"peek: length must be >= 0, got {length}")
@@ -57,6 +59,18 @@ def peek(view: TextView, start: int = 0, length: int = 2000) -> str:
     if start < 0:
         start = max(0, len(text) + start)
     return text[start : start + length]
+
+
+def peek_notice(view: TextView, start: int, shown: str) -> str | None:
+    """The line a cell's output gets when peek's default length cut the text (None: it did not)."""
+    n_text = len(view.text)
+    begin = max(0, n_text + start) if start < 0 else min(start, n_text)
+    if begin + len(shown) >= n_text:
+        return None
+    return (
+        f"peek: characters {begin:,}-{begin + len(shown):,} of {n_text:,} shown "
+        f"(length={DEFAULT_PEEK_CHARS}); peek(start, length) shows others"
+    )
 
 
 def _compile(pattern: str | re.Pattern[str], flags: int) -> re.Pattern[str]:
@@ -91,21 +105,31 @@ def _context_lines(text: str, ls: int, le: int, lo: int, hi: int, k: int) -> tup
 
 
 def grep(
-    view: TextView, pattern: str, *, flags: int = 0, context_lines: int = 0, max_matches: int = 1000
-) -> list[Match]:
+    view: TextView,
+    pattern: str,
+    *,
+    flags: int = 0,
+    context_lines: int = 0,
+    max_matches: int | None = DEFAULT_MAX_MATCHES,
+    count_all: bool = True,
+) -> GrepResult:
     """Lines of the text view matching the regex ``pattern``, grep-style: one Match per line, in order.
 
     Line numbers are 1-based. In documents they count from the document's own first line,
     ``path`` is set, and matches on ``=== path ===`` header lines are not reported.
-    Context lines never cross a document boundary.
+    Context lines never cross a document boundary. At most ``max_matches`` Matches (None: all);
+    the result's ``total`` counts every matching line (a scan that builds no Match), or, with
+    ``count_all=False``, stops one line past the cap (``total`` is then a lower bound, ``exact`` False).
     """
     if context_lines < 0:
         raise ValueError(f"grep: context_lines must be >= 0, got {context_lines}")
-    if max_matches < 0:
+    if max_matches is not None and max_matches < 0:
         raise ValueError(f"grep: max_matches must be >= 0, got {max_matches}")
     rx = _compile(pattern, flags)
-    out: list[Match] = []
+    out = GrepResult()
+    matches = rx.finditer(view.text)
     if max_matches == 0:
+        finish(out, view, matches, -1, count_all)
         return out
     text = view.text
     n_text = len(text)
@@ -118,7 +142,7 @@ def grep(
     # where its text starts and ends and the global number of its first line.
     item_hi, path, text_start, region_lo, region_hi, first_line = -1, None, 0, 0, n_text, 1
 
-    for m in rx.finditer(text):
+    for m in matches:
         pos = m.start()
         if pos <= line_end:
             continue
@@ -159,8 +183,10 @@ def grep(
         if context_lines:
             match.before, match.after = _context_lines(text, ls, le, region_lo, region_hi, context_lines)
         out.append(match)
-        if len(out) >= max_matches:
-            break
+        if len(out) == max_matches:
+            finish(out, view, matches, line_end, count_all)
+            return out
+    out.total = len(out)
     return out
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from rlmx.repl import helpers, search, tokens
@@ -91,6 +93,8 @@ class ReplNamespace:
         self.reserved: dict[str, Any] = {}  # reserved name -> the object it must keep
         self.mirror: list[dict[str, Any]] = []  # the list the host's messages are appended to
         self.cache_dir: str | None = None
+        self.note: Callable[[str], None] = print_note  # one `[rlmx] ...` line in the cell's output
+        self.noticed: set[str] = set()  # the helpers whose cut was noted in this cell (once each)
 
     def fill(
         self,
@@ -103,12 +107,16 @@ class ReplNamespace:
         dialect: ReplDialect = RLMX,
         tools: dict[str, Any] | None = None,
         session: bool = False,
+        note: Callable[[str], None] | None = None,
     ) -> None:
         """Give the cells their names. `view` is `context`'s text view; `cache_dir` is where `search` may
         keep its index (None: in memory); `dialect` is what the prompt dialect changes here; `tools` are the user's
         (stubs of host functions and copies of values), reserved like the REPL's own names; `session`:
-        the REPL of a session, whose later values the host adds with `put`."""
+        the REPL of a session, whose later values the host adds with `put`; `note` writes one line of
+        rlmx's own into the running cell's output (the helpers' notices: a default cap cut a result)."""
         self.dialect = dialect
+        if note is not None:
+            self.note = note
         self.cache_dir = cache_dir
         self.mirror = history
         bound = self._context_names(context, view)
@@ -154,13 +162,43 @@ class ReplNamespace:
         index = search.SearchIndex(view, cache_dir=self.cache_dir)
         return {
             "context": context,
-            "peek": lambda start=0, length=2000: helpers.peek(view, start, length),
-            "grep": lambda pattern, **kw: helpers.grep(view, pattern, **kw),
+            "peek": self._peek(view),
+            "grep": self._grep(view),
             "partition": lambda n=None, **kw: helpers.partition(
                 context, view, n, count=tokens.count_batch, **kw
             ),
             "search": index.search,
         }
+
+    def _peek(self, view: TextView) -> Callable[..., str]:
+        def peek(start: int = 0, length: int | None = None) -> str:
+            text = helpers.peek(view, start, helpers.DEFAULT_PEEK_CHARS if length is None else length)
+            if length is None:  # the default cut it: say so, and how to see more
+                self._cut_notice("peek", helpers.peek_notice(view, start, text))
+            return text
+
+        return peek
+
+    def _grep(self, view: TextView) -> Callable[..., helpers.GrepResult]:
+        def grep(pattern: Any, **kw: Any) -> helpers.GrepResult:
+            result = helpers.grep(view, pattern, **kw)
+            if result.truncated and "max_matches" not in kw:  # a cap the caller did not choose
+                self._cut_notice("grep", result.notice(helpers.DEFAULT_MAX_MATCHES))
+            return result
+
+        return grep
+
+    def _cut_notice(self, helper: str, text: str | None) -> None:
+        """Note that a default cut a helper's result: the first time in a cell only (a loop of greps
+        gets one line, not one per call)."""
+        if text and helper not in self.noticed:
+            self.noticed.add(helper)
+            self.note(text)
+
+    def start_cell(self) -> None:
+        """Before a cell: no answer yet, and no notice given."""
+        self.final = None
+        self.noticed.clear()
 
     def put(self, name: str, value: Any) -> None:
         """A value the host puts into a live REPL (a session): `context_N` (`context_0` also becomes
@@ -265,6 +303,11 @@ class ReplNamespace:
     def extend_history(self, messages: list[dict[str, Any]]) -> None:
         """Messages of the run the host appends to `history` (this question's) before a cell."""
         self.mirror.extend(messages)
+
+
+def print_note(text: str) -> None:
+    """A note written to the cell's stdout (the worker passes its own `note`, which writes the same line)."""
+    sys.stdout.write("[rlmx] " + " ".join(text.splitlines()) + "\n")
 
 
 def restored_note(names: list[str]) -> str:

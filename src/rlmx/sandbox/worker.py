@@ -176,6 +176,7 @@ class Worker:
             dialect=settings.repl.dialect,
             tools=self.tools(settings.repl),
             session=settings.repl.session,
+            note=self.note,
         )
 
     def put(self, frame: frames.Put, blob: bytes) -> str | None:
@@ -239,7 +240,7 @@ class Worker:
         even when the cell then raised (the host decides). Reserved names the code rebound are put
         back, and the output says so."""
         out = CappedWriter(self.output_chars)
-        self.repl.final = None
+        self.repl.start_cell()
         error = None
         cpu_stopped = False
         saved = self.redirect(out)
