@@ -163,7 +163,13 @@ def test_ask_answers_the_tickets_exactly_in_the_landlock_layer(
     out = json.loads(proc.stdout)
     assert out["answer"] == gold and out["stopped_by"] == "final"
     assert layer_in_trace(trace) == "landlock"
-    assert "Landlock" in proc.stderr  # the one line saying which layer, and why not namespaces
+    notices = [
+        line
+        for line in proc.stderr.splitlines()
+        if line.startswith("rlmx: model code runs isolated by Landlock")
+    ]
+    assert len(notices) == 1, proc.stderr  # once: which layer, and why not namespaces
+    assert "cannot create a user namespace" in notices[0] and out["sandbox"] == "landlock"
 
 
 SESSION = """
@@ -246,7 +252,9 @@ def test_serve_answers_the_tickets_exactly_in_the_landlock_layer(
                 messages=[{"role": "user", "content": QUESTION}],
                 extra_body={"rlmx": {"paths": [path.name]}},
             )
+            startup = serve.log()
     assert completion.choices[0].message.content == str(gold)
+    assert "rlmx serve: model code runs isolated by Landlock (ABI " in startup, startup  # its start-up log
     info: dict[str, Any] = completion.model_extra["rlmx"]
     assert layer_in_trace(info["trace_path"]) == "landlock"
 
