@@ -549,3 +549,30 @@ def test_a_run_that_needs_no_repl_does_not_wait_for_its_start_and_leaves_nothing
     assert outcome.result.answer == "done" and outcome.result.stopped_by == "final"
     assert started == [1]  # the zygote was started, and never finished starting
     assert wait_no_descendants(os.getpid()) == set()
+
+
+def test_the_landlock_layer_sweeps_what_a_killed_host_left() -> None:
+    """A scratch directory whose lock nobody holds was left by a host that was killed: the next zygote
+    of the Landlock layer removes it (and kills what its uid still runs) before it forks a worker."""
+    import subprocess
+    import tempfile
+
+    state = Path(tempfile.gettempdir()) / f"rlmx-confine-{os.geteuid()}"
+    state.mkdir(mode=0o711, exist_ok=True)
+    uid = SandboxSettings().worker_uid_first + SandboxSettings().worker_uid_count - 1  # never taken first
+    stale = state / f"u{uid}"
+    stale.mkdir(exist_ok=True)
+    (stale / "left-behind.txt").write_text("from a killed host")
+    (state / f"u{uid}.lock").touch()
+    survivor = subprocess.Popen(["sleep", "300"], user=uid, group=uid)  # a process that uid still runs
+    try:
+        out = run_scripted(
+            ScriptedModel(root=[repl("print('ran')"), "FINAL(done)"]),
+            sandbox=SandboxSettings(backend="process-landlock"),
+        )
+        assert out.result.stopped_by == "final"
+        assert not stale.exists()
+        assert survivor.wait(timeout=10) == -9  # killed by the sweep
+    finally:
+        if survivor.poll() is None:
+            survivor.kill()
