@@ -156,6 +156,7 @@ class Batch:
         self.latest[str(record["id"])] = record
         self.summary.ran += 1
         self.summary.running = self.executor.running()
+        self.summary.fleet = self.executor.totals()  # the item's line shows the spend it included
         return record
 
     def _progress(self, started: float, running: int) -> None:
