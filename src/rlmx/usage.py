@@ -8,6 +8,11 @@ from typing import Any
 from rlmx.lm.base import Usage
 
 
+def cost_text(cost: float | None) -> str:
+    """A cost as progress lines and summaries show it: `$0.0123`, or `cost unknown` (no price known)."""
+    return "cost unknown" if cost is None else f"${cost:.4f}"
+
+
 @dataclass
 class UsageTotals:
     calls: int = 0

@@ -234,7 +234,8 @@ def test_unpriced_calls_cost_nothing_under_a_cost_budget() -> None:
     grant, _ = reserve(fleet, "a", cost=None)
     assert grant is not None
     fleet.settle(grant, tokens=10, cost_usd=None, made=True)
-    assert fleet.totals()["cost_usd"] == 0.0 and fleet.calls == 1
+    assert fleet.spent_usd == 0.0 and fleet.calls == 1  # nothing counted against the budget
+    assert fleet.totals()["cost_usd"] is None  # but the batch's cost is unknown, not $0
 
 
 @pytest.mark.parametrize(

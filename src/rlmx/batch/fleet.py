@@ -85,6 +85,7 @@ class Fleet:
     calls: int = 0  # settled calls (made, or lost with their worker)
     tokens: int = 0
     spent_usd: float = 0.0
+    unpriced_calls: int = 0  # made calls whose cost is unknown: the batch's cost is unknown too
     lost_calls: int = 0  # calls of lost attempts, booked at their estimates
     reached: BatchLimitReason | None = None
     refused_admissions: int = 0
@@ -172,6 +173,7 @@ class Fleet:
             self.calls += 1
             self.tokens += tokens
             self.spent_usd += cost_usd or 0.0
+            self.unpriced_calls += cost_usd is None
         elif found.final:
             hold = self._holds.get((found.item, found.attempt))
             if hold is not None:
@@ -233,7 +235,7 @@ class Fleet:
         return {
             "calls": self.calls,
             "total_tokens": self.tokens,
-            "cost_usd": round(self.spent_usd, 6),
+            "cost_usd": None if self.unpriced_calls else round(self.spent_usd, 6),
             "lost_calls": self.lost_calls,
             "in_flight_calls": len(self._grants),
             "reserved_usd": round(usd, 6),

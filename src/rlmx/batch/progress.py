@@ -7,6 +7,7 @@ import time
 from typing import IO, Any
 
 from rlmx.batch.runner import Summary
+from rlmx.usage import cost_text
 
 
 def eta(summary: Summary, todo: int) -> str:
@@ -18,7 +19,7 @@ def eta(summary: Summary, todo: int) -> str:
 
 
 def spend(summary: Summary) -> str:
-    return f"${(summary.fleet or {}).get('cost_usd', 0.0):.4f}"
+    return cost_text((summary.fleet or {}).get("cost_usd", 0.0))
 
 
 class PlainProgress:

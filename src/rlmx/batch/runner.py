@@ -19,6 +19,7 @@ from rlmx.batch.items import BatchItem
 from rlmx.batch.results import ResultsFile, is_failed, is_unstarted
 from rlmx.errors import ConfigError
 from rlmx.outcomes import BATCH_LIMIT_REASONS, EXIT_LIMIT, EXIT_OK, EXIT_RUN_ERROR
+from rlmx.usage import cost_text
 
 Say = Callable[[str], None]
 
@@ -51,7 +52,7 @@ class Summary:
         fleet = self.fleet
         usage = (
             f"{fleet.get('calls', 0)} model calls, {fleet.get('total_tokens', 0):,} tokens, "
-            f"${fleet.get('cost_usd', 0.0):.4f}"
+            f"{cost_text(fleet.get('cost_usd', 0.0))}"
         )
         if fleet.get("lost_calls"):
             usage += f" ({fleet['lost_calls']} calls of lost attempts booked at their estimates)"
@@ -155,6 +156,7 @@ class Batch:
         self.latest[str(record["id"])] = record
         self.summary.ran += 1
         self.summary.running = self.executor.running()
+        self.summary.fleet = self.executor.totals()  # the item's line shows the spend it included
         return record
 
     def _progress(self, started: float, running: int) -> None:

@@ -35,6 +35,7 @@ from rlmx.trace.events import (
     SandboxReady,
 )
 from rlmx.trace.events import Final as FinalRecord
+from rlmx.usage import cost_text
 
 MAX_CHILDREN_SHOWN = 4  # running children drawn per RLM; the rest become a "… more" line
 LINE_CHARS = 72
@@ -109,6 +110,8 @@ class ProgressState:
         self.root_id = r.id
         self.nodes[r.id] = NodeState(r.id, 0, first_line(r.question), r.model)
         self.warnings.extend(r.warnings)
+        if r.model in r.unpriced_models:  # no price for the root model: never a cost shown as $0
+            self.cost_usd = None
 
     def on_child_start(self, r: ChildStart) -> None:
         node = NodeState(r.id, r.depth, first_line(r.question, 50), r.model)
@@ -191,7 +194,7 @@ class ProgressState:
         self.stopped_by = r.stopped_by
 
     def header(self) -> str:
-        cost = "cost unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        cost = cost_text(self.cost_usd)
         return (
             f"{self.elapsed():6.1f}s | {self.calls} calls | {self.input_tokens:,} in / "
             f"{self.output_tokens:,} out tokens | {cost}"

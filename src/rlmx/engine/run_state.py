@@ -262,7 +262,7 @@ class RunState:
         cost = None
         counted = response is None or not response.cached
         if counted:
-            cost = self.cost_of(lm, usage) if response else 0.0
+            cost = self.cost_of(lm, usage)  # a failed call: 0.0 when priced, unknown when not
             self.ledger.record(lm.name, call.depth, usage, cost, admission.reserved)
         else:
             self.ledger.release(admission.reserved)

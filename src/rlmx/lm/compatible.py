@@ -22,7 +22,7 @@ def compatible_model(model: str, options: ModelOptions, record: ProviderRecord) 
     base_url = options.base_url or env_base or record.base_url
     found = record.key_from(os.environ)
     api_key = options.api_key or (found[1] if found else None)
-    if record.key_required and not api_key and not options.base_url:
+    if record.key_required and not api_key and not (options.base_url or env_base):
         raise ConfigError(missing_key(record, model, base_url))
     check_accepted(options.sampling(), record, model)  # a setting the record says it refuses: now
     own_endpoint = base_url == record.base_url  # the provider's own API, not a server found elsewhere

@@ -16,6 +16,7 @@ import openai
 
 from rlmx.errors import ConfigError, TransientModelError
 from rlmx.lm.base import BaseLM, CallSettings, LMResponse, Message, Usage, estimate_message_tokens
+from rlmx.lm.endpoint_hints import refused_fast, v1_hint, with_hint
 from rlmx.lm.guard import FORBID_ENV, check_endpoint, is_loopback
 from rlmx.lm.ratelimit import RateLimiter
 from rlmx.lm.retry import Failure, PerLoop, RetryPolicy, call_with_retries, status_failure
@@ -58,6 +59,7 @@ def classify_openai_error(exc: Exception) -> Failure | None:
         return Failure(f"malformed reply: {str(exc)[:300]}", True)
     if isinstance(exc, openai.APIStatusError):
         message = f"{type(exc).__name__}: {exc}{unread_error_text(exc.body, str(exc))}"
+        message += getattr(exc, "rlmx_hint", "")  # e.g. a 404's "did you mean .../v1?"
         return status_failure(exc.status_code, message, exc.response.headers)
     return None
 
@@ -135,6 +137,8 @@ class OpenAICompatLM(BaseLM):
         self._client_factory = client_factory or _default_client
         self.usage_reader = usage_reader or usage_of  # a provider that reports usage its own way reads it
         self._loopback = is_loopback(base_url)
+        self._answered = False  # a call has succeeded: a refused connection is an outage, not a typo
+        self._v1_hint: str | None = None  # after a 404: the `/v1` hint, probed once
         if client_factory is None:
             tls_context_for(base_url)  # built here, once per process, rather than inside the first run
             warm_http_backend()
@@ -166,10 +170,14 @@ class OpenAICompatLM(BaseLM):
             finally:
                 shards.give_back(index)
 
-        return await call_with_retries(
-            f"{self.name} at {self.base_url or DEFAULT_BASE_URL}",
+        url = self.base_url or DEFAULT_BASE_URL
+        classify = refusal_classifier(classify_openai_error, sampling)
+        if self._loopback and not self._answered:
+            classify = refused_fast(classify, url)
+        response = await call_with_retries(
+            f"{self.name} at {url}",
             once,
-            refusal_classifier(classify_openai_error, sampling),
+            classify,
             policy=self.retry,
             gate=shards.semaphore,
             limiter=self.limiter,
@@ -177,6 +185,8 @@ class OpenAICompatLM(BaseLM):
             deadline=settings.deadline,
             on_retry=settings.on_retry,
         )
+        self._answered = True
+        return response
 
     async def _once(
         self,
@@ -199,9 +209,15 @@ class OpenAICompatLM(BaseLM):
         # our messages are plain JSON already. Same endpoint, auth, headers, retries and errors. The
         # reply is read as plain JSON (`cast_to=object`) too: building the SDK's `ChatCompletion` model
         # cost ~0.3 ms a reply, a fifth of the client's CPU per sub-call in a fan-out.
-        reply = await client.post(  # type: ignore[call-overload]  # options: the SDK's RequestOptions
-            "/chat/completions", cast_to=object, body=body, options=options
-        )
+        try:
+            reply = await client.post(  # type: ignore[call-overload]  # options: the SDK's RequestOptions
+                "/chat/completions", cast_to=object, body=body, options=options
+            )
+        except openai.NotFoundError as exc:
+            if self._v1_hint is None:
+                self._v1_hint = await v1_hint(client, self.base_url)
+            with_hint(exc, self._v1_hint)
+            raise
         text = reply_text(reply)  # a reply that is not a JSON object stops here
         return LMResponse(text=text, usage=self.usage_reader(reply.get("usage")), model=self.name)
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from rlmx.errors import ConfigError, InvalidSettings
 from rlmx.lm.sampling import Sampling
@@ -144,6 +145,7 @@ def build_spec(
 
     say = say or to_stderr
     cfg = config if config is not None else load_config(options.config_file)
+    check_base_url(options.base_url)
     choice = choose_models(options.model, options.sub_model, cfg, environ, base_url=options.base_url)
     limits = cfg.make_limits(choice.limits, **dict(options.limits))
     sandbox = sandbox_settings(options.sandbox, cfg.sandbox)
@@ -187,6 +189,19 @@ def build_spec(
         output=output,
     )
     return BuiltSpec(spec, choice.note, choice.embedded)
+
+
+def check_base_url(value: str | None, field: str = "base_url") -> None:
+    """Refuse a base URL that is not http(s)://HOST[...] before any model call."""
+    if value is None:
+        return
+    try:
+        parsed = urlparse(value)
+        host = parsed.hostname
+    except ValueError:  # e.g. an unclosed [IPv6 bracket
+        host = None
+    if not host or parsed.scheme not in ("http", "https"):
+        raise ConfigError(f"`{field}`={value} is not a URL: give one like http://127.0.0.1:8080/v1")
 
 
 def api_key_of(options: RunOptions) -> str | None:
