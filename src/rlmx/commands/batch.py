@@ -16,7 +16,7 @@ HELP = (
     'An input line: {"id": ..., "question": ..., "context": PATH | [PATHS] | {"text": ...}}, and optionally '
     '"model", "sub_model", "limits" (rlmx.Limits fields), "output_schema" and "meta". Bad lines are reported, '
     "by line number, before anything runs.\n\n"
-    "A result line: id, answer, answer_source, stopped_by, usage, error, elapsed_s, trace_path, attempts, node. "
+    "A result line: id, answer, answer_source, stopped_by, usage, error, elapsed_s, trace_path, attempts, node, sandbox. "
     "Running the same command again resumes: ids already in --out are skipped. The options of `rlmx ask` are "
     "every item's defaults.\n\n"
     "Exit codes: 0 every item ended final; 3 some stopped at a limit, none failed; 1 some failed; 2 bad usage "
