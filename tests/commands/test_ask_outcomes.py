@@ -226,7 +226,7 @@ def test_a_failed_provider_prints_no_answer(
     )
 
 
-def test_a_closed_port_names_the_url_once_and_shows_each_retry(
+def test_a_closed_loopback_port_fails_at_once_naming_the_url(
     shell: Any, text_file: Path, tmp_path: Path
 ) -> None:
     config = tmp_path / "rlmx.toml"
@@ -247,9 +247,9 @@ def test_a_closed_port_names_the_url_once_and_shows_each_retry(
     )
     assert ran.code == 1 and ran.out == ""
     assert ran.err.count(url) == 1, ran.err
-    assert "connection error" in ran.err_lines[-1] and url in ran.err_lines[-1]
+    assert "connection refused" in ran.err_lines[-1] and url in ran.err_lines[-1]
     retries = [line for line in ran.err_lines if "retrying in" in line]
-    assert len(retries) == 2 and "attempt 1 failed: connection error" in retries[0]
+    assert len(retries) <= 1, ran.err  # nothing listens on a loopback port: one quick retry, not the schedule
 
 
 def test_output_schema_failure_prints_nothing_on_stdout(shell: Any, text_file: Path, tmp_path: Path) -> None:

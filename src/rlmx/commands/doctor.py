@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -113,12 +112,7 @@ def failure_reason(exc: Exception) -> str:
     message = " ".join(str(exc).split())
     if isinstance(exc, SandboxUnavailable):
         message = message.split("; to run model code with reduced isolation", 1)[0]
-        message = message.removeprefix("cannot isolate model code here ").strip()
-        if message.startswith("(") and message.endswith(")"):
-            message = message[1:-1]
-        parts = re.split(r"(?:^|; )(no user namespaces|no Landlock layer): ", message)
-        if len(parts) > 1 and not parts[0] and len(parts) % 2:  # the zygote's "LAYER: why; ..."
-            message = "; ".join(f"{name} ({why})" for name, why in zip(parts[1::2], parts[2::2], strict=True))
+        message = message.removeprefix("cannot isolate model code here:").strip()
         message = f"{message}; {REDUCED}"
     return cli_terms(message)
 
