@@ -10,13 +10,39 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rlmx.repl.helpers import Match
     from rlmx.repl.textview import TextView
 
 DEFAULT_MAX_MATCHES = 1000
+
+
+@dataclass(repr=False, slots=True)
+class Match:
+    """One matching line; ``start`` is the offset of the line's start in the text view."""
+
+    path: str | None
+    line_no: int
+    line: str
+    start: int
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        head = "" if self.path is None else self.path
+        main = f"{head}:{self.line_no}: {self.line}" if head else f"{self.line_no}: {self.line}"
+        if not self.before and not self.after:
+            return main
+        ctx = f"{head}-" if head else ""
+        first = self.line_no - len(self.before)
+        out = [f"{ctx}{first + i}- {line}" for i, line in enumerate(self.before)]
+        out.append(main)
+        out += [f"{ctx}{self.line_no + 1 + i}- {line}" for i, line in enumerate(self.after)]
+        return "\n".join(out)
+
+    __repr__ = __str__
 
 
 class GrepResult(list["Match"]):

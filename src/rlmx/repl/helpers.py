@@ -11,9 +11,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from rlmx.repl.grepcount import DEFAULT_MAX_MATCHES, GrepResult, finish
+from rlmx.repl.grepcount import DEFAULT_MAX_MATCHES, GrepResult, Match, finish
 from rlmx.repl.textview import LINE_INDEX_SHIFT as _SHIFT
 from rlmx.repl.textview import TextView
 from rlmx.repl.textview import dumps as _dumps
@@ -23,32 +22,6 @@ __all__ = ["GrepResult", "Match", "TextView", "grep", "partition", "peek"]
 DEFAULT_CHUNK_CHARS = 100_000
 DEFAULT_PEEK_CHARS = 2000
 _MODES = ("auto", "lines", "chars", "items", "documents", "tokens")
-
-
-@dataclass(repr=False, slots=True)
-class Match:
-    """One matching line; ``start`` is the offset of the line's start in the text view."""
-
-    path: str | None
-    line_no: int
-    line: str
-    start: int
-    before: list[str] = field(default_factory=list)
-    after: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        head = "" if self.path is None else self.path
-        main = f"{head}:{self.line_no}: {self.line}" if head else f"{self.line_no}: {self.line}"
-        if not self.before and not self.after:
-            return main
-        ctx = f"{head}-" if head else ""
-        first = self.line_no - len(self.before)
-        out = [f"{ctx}{first + i}- {line}" for i, line in enumerate(self.before)]
-        out.append(main)
-        out += [f"{ctx}{self.line_no + 1 + i}- {line}" for i, line in enumerate(self.after)]
-        return "\n".join(out)
-
-    __repr__ = __str__
 
 
 def peek(view: TextView, start: int = 0, length: int = DEFAULT_PEEK_CHARS) -> str:
