@@ -376,7 +376,11 @@ attack(
     "send a 1 GB string through llm_query",
     "s = 'x' * 2**30\nprint(len(s))\nllm_query(s)",
     said=("too large to send",),
-    settings={"memory_mb": 3072},
+    settings={
+        "memory_mb": 3072,
+        "cell_timeout_s": 10.0,
+        "cell_cpu_s": 8,
+    },  # a 1 GB string: seconds on a loaded host
 )
 attack(
     "wire-forged-huge-prompt",
