@@ -7,8 +7,8 @@ For hosts where no user namespace can be made: containers (Docker's default prof
     Z, the zygote (loaded the context; not confined)
       -> M, the worker's monitor: a child subreaper, unconfined, never runs model code. It reaps what
          the worker leaves behind, checks the scratch directory's size, and when the worker ends kills
-         everything that is left (`kill(-1)` from the worker's uid, and every process it adopted), then
-         removes the scratch directory.
+         everything that is left (the processes of the worker's uid, of its session, and every one it
+         adopted, found in /proc), then removes the scratch directory.
            -> C, the worker: its own uid (started as root), rlimits, a Landlock domain of its own
               (read/execute only what this Python needs, read-write only its scratch, no TCP, abstract
               unix sockets and signals scoped), then the seccomp filter; then it serves the host.
@@ -21,9 +21,9 @@ processes killed, its files removed) by the next zygote that starts.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
+import functools
 import os
 import random
 import shutil
@@ -61,24 +61,13 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def capabilities(kind: str = "CapEff") -> int:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(kind + ":"):
-                    return int(line.split()[1], 16)
-    except OSError:
-        pass
-    return 0
-
-
 def _has(caps: int, cap: int) -> bool:
     return bool(caps >> cap & 1)
 
 
 def can_switch_uid() -> bool:
     """Root with CAP_SETUID, CAP_SETGID and CAP_SETPCAP: each worker can get a uid of its own."""
-    caps = capabilities()
+    caps = isolation.capability_set()
     return os.geteuid() == 0 and all(_has(caps, c) for c in (CAP_SETUID, CAP_SETGID, CAP_SETPCAP))
 
 
@@ -104,6 +93,12 @@ def python_private_paths() -> list[str]:
     return found
 
 
+@functools.lru_cache(maxsize=1)
+def python_readable_by_others() -> bool:
+    """Whether another uid can read this Python and rlmx (looked at once per process)."""
+    return all(readable_by_others(p) for p in python_private_paths())
+
+
 def why_not(*, explicit: bool) -> str | None:
     """Why this layer cannot run here (None: it can). `explicit`: it was asked for by name, so a
     shared uid is accepted at any Landlock ABI."""
@@ -124,8 +119,8 @@ def why_not(*, explicit: bool) -> str | None:
                 f"scope signals (needs ABI >= {LOWEST_ABI_SHARED_UID}, Linux >= 6.12)"
             )
         return None
-    if not all(readable_by_others(p) for p in python_private_paths()):
-        if not _has(capabilities(), CAP_DAC_OVERRIDE):
+    if not python_readable_by_others():
+        if not _has(isolation.capability_set(), CAP_DAC_OVERRIDE):
             return (
                 f"no Landlock layer: this Python ({sys.prefix}) is not readable by other users and CAP_DAC_OVERRIDE is not "
                 "available; install rlmx in a Python other users can read"
@@ -138,7 +133,7 @@ def make_plan(*, explicit: bool, uid_first: int, uid_count: int, tmp_base: str) 
     if reason is not None:
         raise Unavailable(errno.EPERM, reason)
     per_worker_uid = can_switch_uid()
-    keep_bypass = per_worker_uid and not all(readable_by_others(p) for p in python_private_paths())
+    keep_bypass = per_worker_uid and not python_readable_by_others()
     notes = []
     if not per_worker_uid:
         notes.append("workers share this user's uid (not root): Landlock scopes their signals")
@@ -305,7 +300,7 @@ def drop_capabilities() -> None:
     """Keep this uid, hold no capability: the bounding set and securebits are cut where this process
     may (CAP_SETPCAP: root without CAP_SETUID); an ordinary user has none to drop, and `no_new_privs`
     keeps it that way (setuid programs and file capabilities grant nothing)."""
-    if _has(capabilities(), CAP_SETPCAP):
+    if _has(isolation.capability_set(), CAP_SETPCAP):
         isolation.drop_privileges(None)
         return
     isolation.prctl(isolation.PR_CAP_AMBIENT, isolation.PR_CAP_AMBIENT_CLEAR_ALL)
@@ -345,18 +340,5 @@ def become(uid: int, keep: Sequence[int] = ()) -> None:
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
-    _set_capabilities(keep)
+    isolation.set_capabilities(sum(1 << cap for cap in keep))
     isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
-
-
-def _set_capabilities(keep: Sequence[int]) -> None:
-    mask = 0
-    for cap in keep:
-        mask |= 1 << cap
-    header = isolation._CapHeader(isolation._LINUX_CAPABILITY_VERSION_3, 0)
-    data = (isolation._CapData * 2)()
-    data[0].effective = data[0].permitted = mask & 0xFFFFFFFF
-    data[1].effective = data[1].permitted = mask >> 32
-    if isolation._libc.capset(ctypes.byref(header), data) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"capset: {os.strerror(code)}")

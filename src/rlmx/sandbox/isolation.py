@@ -125,11 +125,31 @@ class _CapData(ctypes.Structure):
     )
 
 
-def clear_capabilities() -> None:
-    """Empty the effective, permitted and inheritable sets of this process."""
+def set_capabilities(mask: int = 0) -> None:
+    """The effective and permitted sets of this process become `mask` (a bit per capability); the
+    inheritable set is emptied. 0: no capability at all."""
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
+    for word in range(2):
+        data[word].effective = data[word].permitted = (mask >> (32 * word)) & 0xFFFFFFFF
     _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
+def clear_capabilities() -> None:
+    """Empty the effective, permitted and inheritable sets of this process."""
+    set_capabilities(0)
+
+
+def capability_set(kind: str = "CapEff") -> int:
+    """This process's `kind` set (CapEff, CapPrm, CapBnd, ...) as /proc/self/status shows it; 0 if unreadable."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(kind + ":"):
+                    return int(line.split()[1], 16)
+    except OSError:
+        pass
+    return 0
 
 
 def last_capability() -> int:

@@ -4,8 +4,8 @@
 host. M is a child subreaper and never runs model code: it reaps what C leaves behind, measures C's
 scratch directory every `SCRATCH_CHECK_S` seconds (the cap's tolerance: what C writes in that time,
 each file at most RLIMIT_FSIZE), and once C ends -- or the zygote asks (SIGTERM), or the zygote dies
-(its parent-death signal) -- kills every process left (`kill(-1)` from the worker's uid, and every
-process it adopted) and removes the scratch directory.
+(its parent-death signal) -- kills every process left (the worker's uid's, its session's, and every
+one it adopted, found in /proc until a look finds none) and removes the scratch directory.
 """
 
 from __future__ import annotations

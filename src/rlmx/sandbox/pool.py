@@ -35,8 +35,6 @@ REDUCED_ISOLATION_HINT = (
 # layers a zygote of this process found it cannot build, and why: later zygotes skip them (one probe
 # per process, never the context loaded twice to find out); by the test switches set (rlmx.sandbox.isolation)
 KNOWN_UNAVAILABLE: dict[tuple[str, str], dict[str, str]] = {}
-# the report of the latest zygote that started, by layer asked for (rlmx doctor, serve's log)
-LAST_REPORT: dict[str, frames.IsolationReport] = {}
 
 
 def worker_env(home: str) -> dict[str, str]:
@@ -109,7 +107,6 @@ class WorkerPool:
     def __init__(self, settings: SandboxSettings) -> None:
         self.settings = settings
         self.layer = settings.layer  # auto | namespaces | landlock | none
-        self.isolated = self.layer != "none"
         self.root_payload: ContextPayload | None = None
         self.proc: asyncio.subprocess.Process | None = None
         self.sock: socket.socket | None = None
@@ -192,7 +189,6 @@ class WorkerPool:
             await self._stop()
             raise ProtocolViolation(f"the sandbox's zygote answered setup with {reply.TYPE!r}")
         self.isolation = reply.isolation
-        LAST_REPORT[self.layer] = reply.isolation
         if self.layer == "auto":
             KNOWN_UNAVAILABLE.setdefault(_switches(), {}).update(reply.isolation.unavailable)
         self.serving = True

@@ -201,42 +201,18 @@ def enter_user_namespace() -> None:
         fh.write("0")
 
 
-class _CapHeader(ctypes.Structure):
-    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = (
-        ("effective", ctypes.c_uint32),
-        ("permitted", ctypes.c_uint32),
-        ("inheritable", ctypes.c_uint32),
-    )
-
-
-def permitted_capabilities() -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("CapPrm:"):
-                return int(line.split()[1], 16)
-    raise SetupError("no CapPrm in /proc/self/status")
-
-
 def cut_capabilities(mask: int = DOCKER_CAPABILITY_MASK) -> list[str]:
     """Bounding set, effective and permitted set to `mask` (less what this process lacks already);
     ambient and inheritable emptied. Returns the names of Docker's capabilities kept."""
-    mask &= permitted_capabilities()
+    mask &= isolation.capability_set("CapPrm")
     for cap in range(isolation.last_capability() + 1):
         if not mask & (1 << cap):
             isolation.prctl(isolation.PR_CAPBSET_DROP, cap)
     isolation.prctl(isolation.PR_CAP_AMBIENT, isolation.PR_CAP_AMBIENT_CLEAR_ALL)
-    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set
-    data = (_CapData * 2)()
-    for word in range(2):
-        part = (mask >> (32 * word)) & 0xFFFFFFFF
-        data[word].effective = data[word].permitted = part
-    if _libc.capset(ctypes.byref(header), data) != 0:
-        code = ctypes.get_errno()
-        raise SetupError(f"capset: {os.strerror(code)}")
+    try:
+        isolation.set_capabilities(mask)
+    except OSError as exc:
+        raise SetupError(str(exc)) from exc
     return [name for name, number in DOCKER_CAPABILITIES.items() if mask & (1 << number)]
 
 
