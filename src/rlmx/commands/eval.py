@@ -27,6 +27,14 @@ def family_list() -> str:
     )
 
 
+def _say_if_no_plots() -> None:
+    """The report leaves its plots out without matplotlib: one line on stderr says so, up front."""
+    from rlmx.evals.needs import PLOTS_MISSING, plots_available
+
+    if not plots_available():
+        sys.stderr.write(f"rlmx eval: {PLOTS_MISSING}; the report is written without them\n")
+
+
 def eval_command(
     suite: Annotated[
         str, typer.Option(help="Families, comma-separated, or 'all'; `rlmx eval --list` names them.")
@@ -104,6 +112,7 @@ def eval_command(
     from rlmx.commands.prompts import read_append
     from rlmx.evals.baselines import BaselineSettings
     from rlmx.evals.items import parse_size
+    from rlmx.evals.needs import check_installed
     from rlmx.evals.registry import FAMILIES
     from rlmx.evals.report import write_report
     from rlmx.evals.runner import EvalConfig, run_suite
@@ -114,6 +123,7 @@ def eval_command(
         typer.echo(family_list())
         return
     if report_only:
+        _say_if_no_plots()
         typer.echo(str(write_report(out)))
         return
     variants: dict[str, str] = {}
@@ -164,6 +174,9 @@ def eval_command(
         executor=executor,
         address=address,
     )
+
+    check_installed(config, cli=True)  # before any model call: a missing extra costs nothing
+    _say_if_no_plots()
 
     def progress(line: str) -> None:
         if not quiet:

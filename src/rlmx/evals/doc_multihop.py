@@ -49,6 +49,9 @@ class DocMultihop:
         "hotpotqa": sources.HOTPOT_LICENCE + "; fallback: the synthetic variant",
     }
 
+    def built(self, variant: str) -> str:
+        return "hotpotqa" if variant == "hotpotqa" and sources.hotpot() is not None else "synthetic"
+
     def generate(self, size_tokens: int, index: int, seed: int, variant: str) -> EvalItem:
         rng = rng_for(self.name, variant, size_tokens, seed, index)
         hot = sources.hotpot() if variant == "hotpotqa" else None
@@ -62,7 +65,7 @@ class DocMultihop:
         return EvalItem(
             family=self.name,
             variant="hotpotqa" if hot is not None else "synthetic",
-            id=item_id(self.name, variant, size_tokens, seed, index),
+            id=item_id(self.name, "hotpotqa" if hot is not None else "synthetic", size_tokens, seed, index),
             size_tokens=size_tokens,
             question=f"{question}\n{FORMAT}",
             context=docs,

@@ -38,6 +38,9 @@ class Niah:
         "noise": "RULER's repeated noise sentences (no licence needed)",
     }
 
+    def built(self, variant: str) -> str:
+        return "essay" if variant == "essay" and sources.essays() else "noise"
+
     def generate(self, size_tokens: int, index: int, seed: int, variant: str) -> EvalItem:
         rng = rng_for(self.name, variant, size_tokens, seed, index)
         kind = "numbers" if index % 2 == 0 else "uuids"
@@ -75,8 +78,8 @@ class Niah:
         )
         return EvalItem(
             family=self.name,
-            variant=variant if essay or variant == "noise" else "noise",
-            id=item_id(self.name, variant, size_tokens, seed, index),
+            variant="essay" if essay else "noise",
+            id=item_id(self.name, "essay" if essay else "noise", size_tokens, seed, index),
             size_tokens=size_tokens,
             question=question,
             context=context,

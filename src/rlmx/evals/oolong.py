@@ -139,6 +139,9 @@ class Oolong:
         "templated": data.sources.TEMPLATED_SOURCE,
     }
 
+    def built(self, variant: str) -> str:
+        return data.built_variant(variant)
+
     def generate(self, size_tokens: int, index: int, seed: int, variant: str) -> EvalItem:
         ctx = data.build_context(size_tokens, seed, index, variant)
         rng = rng_for(self.name, size_tokens, seed, index)
@@ -146,7 +149,7 @@ class Oolong:
         return EvalItem(
             family=self.name,
             variant=ctx.variant,
-            id=item_id(self.name, variant, size_tokens, seed, index),
+            id=item_id(self.name, ctx.variant, size_tokens, seed, index),
             size_tokens=size_tokens,
             question=question_text(spec),
             context=ctx.text,

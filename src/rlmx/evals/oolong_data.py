@@ -61,12 +61,18 @@ def render_line(record: Record) -> str:
     return f"Date: {day:%b %d, %Y} || User: {record[1]} || Instance: {record[2]}"
 
 
+def built_variant(variant: str) -> str:
+    """The text a context asked as `variant` is built from: "wordnet", or "templated" (asked for, or
+    WordNet is absent)."""
+    return "templated" if _glosses(variant)[1] == sources.TEMPLATED_SOURCE else "wordnet"
+
+
 def build_context(size_tokens: int, seed: int, index: int, variant: str = "wordnet") -> OolongContext:
     """A context of about `size_tokens` tokens; the same (size, seed, index) always gives the same one on
     the same text source. `variant` "wordnet" falls back to the templated text when WordNet is absent."""
     rng = rng_for("oolong-context", size_tokens, seed, index)
     glosses, source = _glosses(variant)
-    used = "templated" if source == sources.TEMPLATED_SOURCE else "wordnet"
+    used = built_variant(variant)
     target_chars = size_tokens * 4
     est_lines = max(20, target_chars // 130)
     n_users = max(8, min(200, est_lines // 40))

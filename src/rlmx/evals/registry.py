@@ -29,6 +29,12 @@ def check_variant(name: str, variant: str | None) -> str:
     return variant
 
 
+def built_variant(name: str, variant: str | None = None) -> str:
+    """The variant `name` asked as `variant` is built from on this machine (its fallback when the text
+    source of `variant` is not installed): what item ids and records name."""
+    return family(name).built(check_variant(name, variant))
+
+
 def generate_item(
     name: str, size_tokens: int, index: int, seed: int = 0, variant: str | None = None
 ) -> EvalItem:

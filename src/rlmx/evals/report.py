@@ -3,6 +3,7 @@ PNG plots of score, cost and latency against context size, with the paper's figu
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections import defaultdict
@@ -12,6 +13,7 @@ from typing import Any
 
 from rlmx.errors import ConfigError
 from rlmx.evals.items import size_label
+from rlmx.evals.needs import PLOTS_MISSING, plots_available
 from rlmx.evals.paper import PAPER
 from rlmx.evals.records import METHODS, latest, load_records
 
@@ -91,12 +93,29 @@ def _cost(cell: Cell) -> str:
     return f"{cost} · {cell.tokens:,.0f} tok · {cell.calls:.1f} calls · {cell.latency:.2f} s"
 
 
-def write_report(out: Path, *, plots: bool = True) -> Path:
-    """Write `report.md` (and `plot-<family>.png` files) in `out` from its results; returns the report."""
+def asked_variants(out: Path) -> dict[str, str]:
+    """The variant each family was asked for, from the run's `config.json` ({} when it is absent)."""
+    try:
+        identity = json.loads((out / "config.json").read_text(encoding="utf-8")).get("identity", {})
+    except (OSError, ValueError):
+        return {}
+    variants = identity.get("variants") if isinstance(identity, dict) else None
+    return dict(variants) if isinstance(variants, dict) else {}
+
+
+def write_report(out: Path, *, plots: bool | None = None) -> Path:
+    """Write `report.md` (and `plot-<family>.png` files) in `out` from its results; returns the report.
+    `plots` None: the plots when matplotlib is installed, else the report says they were skipped."""
     records = load_records(out)
     if not records:
         raise ConfigError(f"no results in {out}: run the eval with `out`={out} first")
+    if plots is None:
+        plots = plots_available()
+        skipped = not plots
+    else:
+        skipped = False
     data = aggregate(records)
+    asked = asked_variants(out)
     first = records[0]
     lines = [
         "# rlmx eval report",
@@ -107,12 +126,21 @@ def write_report(out: Path, *, plots: bool = True) -> Path:
         "(all calls of the method, sub-calls included); latency is wall-clock seconds per item.",
         "",
     ]
+    if skipped:
+        lines += [PLOTS_MISSING.capitalize() + ".", ""]
     for fam in sorted(data):
         cells = data[fam]
         own = [r for r in records if r["family"] == fam]
         variants = sorted({r["variant"] for r in own})  # the variant each item was built from, not asked
         used = sorted({r["source"] for r in own if r.get("source")})
         lines += [f"## {fam} ({', '.join(variants)})", ""]
+        wanted = asked.get(fam)
+        if wanted and variants != [wanted]:
+            built = ", ".join(v for v in variants if v != wanted)
+            lines += [
+                f"Asked for variant {wanted}; built {built} instead (its text source is not installed).",
+                "",
+            ]
         if len(used) == 1:
             lines += [f"Text source: {used[0]}.", ""]
         elif used:

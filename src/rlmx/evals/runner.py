@@ -23,9 +23,10 @@ from rlmx.errors import ConfigError, RLMError
 from rlmx.evals.baselines import RUNNERS, BaselineSettings, MethodResult
 from rlmx.evals.cache import CachedLM, ResponseStore
 from rlmx.evals.items import EvalItem, Noise, size_label
+from rlmx.evals.needs import check_installed
 from rlmx.evals.oracle import Oracle
 from rlmx.evals.records import METHODS, RESULTS, latest, load_records
-from rlmx.evals.registry import check_variant, family, generate_item
+from rlmx.evals.registry import built_variant, check_variant, family, generate_item
 from rlmx.evals.report import write_report
 from rlmx.limits import Limits
 from rlmx.lm.base import LM, context_window_for
@@ -169,6 +170,7 @@ class Runner:
         self.root_lm: LM | None = None
         self.sub_lm: LM | None = None
         self._write_lock = asyncio.Lock()
+        self.built: dict[str, str] = {}  # family -> the variant its items are built from (after _prepare)
 
     def prepare_models(self) -> None:
         """The root and sub-model objects; a bad model, a missing key or a refused setting fails here."""
@@ -180,6 +182,7 @@ class Runner:
 
     def _prepare(self) -> set[tuple[str, str]]:
         cfg = self.config
+        check_installed(cfg)  # before any model is made or item generated
         self.prepare_models()  # before anything is written
         cfg.out.mkdir(parents=True, exist_ok=True)
         config_path = cfg.out / "config.json"
@@ -195,6 +198,10 @@ class Runner:
         if not cfg.oracle and cfg.cache:
             self.store = ResponseStore(cfg.out / "cache.sqlite")
         done = {key for key, r in latest(load_records(cfg.out)).items() if r.get("status") == "ok"}
+        self.built = {name: built_variant(name, cfg.variants[name]) for name in cfg.suite}
+        for name, used in self.built.items():
+            if used != cfg.variants[name]:
+                self.log(f"{name}: variant {cfg.variants[name]} is not installed here; items are {used}")
         return done
 
     def _model(self, ref: ModelRef) -> LM:
@@ -212,12 +219,12 @@ class Runner:
         async def job(name: str, size: int, index: int) -> None:
             from rlmx.evals.items import item_id
 
-            variant = cfg.variants[name]
-            todo = [m for m in cfg.methods if (item_id(name, variant, size, cfg.seed, index), m) not in done]
+            key = item_id(name, self.built[name], size, cfg.seed, index)
+            todo = [m for m in cfg.methods if (key, m) not in done]
             if not todo:
                 return
             async with gate:
-                item = await asyncio.to_thread(generate_item, name, size, index, cfg.seed, variant)
+                item = await asyncio.to_thread(generate_item, name, size, index, cfg.seed, cfg.variants[name])
                 if self.oracle is not None:
                     self.oracle.add(item)
                 for method in todo:
@@ -260,7 +267,7 @@ class Runner:
         cfg = self.config
         out = []
         for name, size, index in jobs:
-            key = item_id(name, cfg.variants[name], size, cfg.seed, index)
+            key = item_id(name, self.built[name], size, cfg.seed, index)
             todo = tuple(m for m in cfg.methods if (key, m) not in done)
             if todo:
                 out.append(EvalJob(name, size, index, todo))
