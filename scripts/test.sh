@@ -34,8 +34,10 @@ fi
 .venv/bin/ruff check src tests examples benchmarks
 .venv/bin/ruff format --check --quiet src tests examples benchmarks
 .venv/bin/mypy
+# -rfEs: failures, errors and every skip with its reason in the summary (a skip is never silent)
 if [ "${CI:-}" = "true" ] || [ "${RLMX_FULL_TESTS:-}" = "1" ]; then
-  .venv/bin/python -m pytest -q -m "" "$@"
+  .venv/bin/python -m pytest -q -rfEs -m "" "$@"
 else
-  .venv/bin/python -m pytest -q -m "not real_model and not large and not container" "$@"
+  echo "quick run: the slow groups (ray_cluster, real_model, large, container) are left out; CI=true or RLMX_FULL_TESTS=1 runs them, -m NAME asks for one" >&2
+  .venv/bin/python -m pytest -q -rfEs -m "not ray_cluster and not real_model and not large and not container" "$@"
 fi

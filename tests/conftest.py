@@ -42,3 +42,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             seen[path] = bool(RUNS_THE_CLI.search(path.read_text(encoding="utf-8")))
         if seen[path]:
             item.add_marker(pytest.mark.cli)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The heartbeat (tests/heartbeat.py) in every run of this suite."""
+    import heartbeat
+
+    if not config.pluginmanager.is_registered(heartbeat):
+        config.pluginmanager.register(heartbeat, "rlmx-heartbeat")

@@ -15,7 +15,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -29,6 +29,36 @@ EMBEDDED_NOTE = (
     "are unreliable. For a real answer, name a model, e.g. "
     "RLMX_MODEL=openai:gpt-5-mini OPENAI_API_KEY=sk-... bash scripts/demo.sh"
 )
+
+
+def option_value(argv: Sequence[str], name: str) -> str | None:
+    """The value of `--name VALUE` or `--name=VALUE` among `rlmx ask`'s arguments (the last one wins)."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith(name + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def needs_embedded_model(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> bool:
+    """Whether `rlmx ask` with these arguments would run the embedded demo model: no --model, no
+    $RLMX_MODEL, no model in a config file, no provider key. scripts/demo.sh installs the model (a
+    llama.cpp build) only then. A config file rlmx would refuse is not a reason to install it."""
+    from rlmx.config import choose_models, load_config
+    from rlmx.errors import ConfigError
+
+    if option_value(argv, "--model") is not None:
+        return False
+    try:
+        config = load_config(option_value(argv, "--config"))
+    except ConfigError:
+        return False  # rlmx says what is wrong with it
+    try:
+        return choose_models(None, None, config, environ).embedded
+    except ConfigError:
+        return True  # no model anywhere, and the embedded one is not installed yet
 
 
 def write_example(folder: Path = DATA) -> tuple[Path, int]:
@@ -51,31 +81,54 @@ def matches(answer: Any, gold: int) -> bool:
     return re.findall(r"-?\d+", str(answer).replace(",", "")) == [str(gold)]
 
 
+def cells_line(result: dict[str, Any]) -> str:
+    """How many code cells ran: a run whose replies held no code block used the REPL not at all."""
+    cells = result.get("cells")
+    if cells is None:
+        return "unknown (this rlmx does not report it)"
+    if cells == 0 and result.get("stopped_by") == "error":
+        return "0 code cells ran (the run failed before any)"
+    if cells == 0:
+        return (
+            "0 code cells ran: no reply held a ```python block, so nothing was run in the REPL "
+            "(an RLM answers by running code on the context; a tiny model rarely writes any)"
+        )
+    where = f" (model code ran isolated: {result['sandbox']})" if result.get("sandbox") else ""
+    return f"{cells} code cell{'s' if cells != 1 else ''} ran in the REPL{where}"
+
+
 def summary(result: dict[str, Any], gold: int, code: int = 0) -> list[str]:
-    """The gold answer and rlmx's answer side by side, how the run ended, and what to make of it."""
+    """The gold answer and rlmx's answer side by side, how the run ended, and what to make of it. The
+    embedded model's warning comes first: an answer from it is not to be trusted."""
     answer = result.get("answer")
     shown = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
-    shown = " ".join(str(shown).split()) or "(empty)"
+    shown = " ".join(str(shown).split()) if answer is not None else "(none)"
     models = sorted((result.get("usage") or {}).get("by_model") or {})
+    model = result.get("model") or ", ".join(models) or "unknown"
     turns = f"{result.get('iterations')} turn(s)"
     stopped = result.get("stopped_by")
     ended = f"finished after {turns}" if stopped == "final" else f"{stopped} limit reached after {turns}"
-    lines = [
+    if stopped == "error":
+        ended = f"failed after {turns}: {result.get('error')}"
+    lines = (
+        [EMBEDDED_NOTE] if model.startswith("local:") or any(m.startswith("local:") for m in models) else []
+    )
+    lines += [
         f"question:     {QUESTION}",
         f"gold answer:  {gold}",
-        f"rlmx answer:  {shown[:300]}",
+        f"rlmx answer:  {shown[:300] or '(empty)'}",
         f"verdict:      {'matches' if matches(answer, gold) else 'differs from'} the gold answer",
-        f"run:          {ended} (rlmx exit {code}); model: {', '.join(models) or 'unknown'}",
+        f"run:          {ended} (rlmx exit {code}); model: {model}",
+        f"cells:        {cells_line(result)}",
     ]
     if result.get("trace_path"):
         lines.append(f"trace:        {result['trace_path']} (`.venv/bin/rlmx view` turns it into a page)")
-    if any(m.startswith("local:") for m in models):
-        lines.append(EMBEDDED_NOTE)
     return lines
 
 
 def run(argv: Sequence[str], *, out: TextIO, err: TextIO, folder: Path = DATA) -> int:
-    """Write the example into `folder`, run `rlmx ask` on it with `argv`, print the comparison."""
+    """Write the example into `folder`, run `rlmx ask` on it with `argv`, print the comparison (also
+    when rlmx found no answer but reported its run: the summary says what happened)."""
     tickets, gold = write_example(folder)
     wants_json = "--json" in argv
     err.write(f"demo: asking rlmx about {tickets} (5,000 tickets; the gold answer is {gold})\n")
@@ -84,12 +137,14 @@ def run(argv: Sequence[str], *, out: TextIO, err: TextIO, folder: Path = DATA) -
     if not wants_json:
         command.append("--json")
     proc = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)  # stderr: as it runs
-    if proc.returncode not in ANSWERED:
-        err.write(f"demo: rlmx did not answer (exit {proc.returncode}); its error is above\n")
-        return proc.returncode if proc.returncode > 0 else 1
     try:
         result = json.loads(proc.stdout)
     except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        if proc.returncode not in ANSWERED:
+            err.write(f"demo: rlmx did not answer (exit {proc.returncode}); its error is above\n")
+            return proc.returncode if proc.returncode > 0 else 1
         err.write(f"demo: rlmx exited {proc.returncode} but printed no JSON object: {proc.stdout[:200]!r}\n")
         return 1
     lines = summary(result, gold, proc.returncode)
@@ -98,6 +153,11 @@ def run(argv: Sequence[str], *, out: TextIO, err: TextIO, folder: Path = DATA) -
         err.write("\n".join(lines) + "\n")
     else:
         out.write("\n".join(lines) + "\n")
+    if proc.returncode not in ANSWERED:
+        err.write(
+            f"demo: rlmx did not answer (exit {proc.returncode}); the summary above says how the run went\n"
+        )
+        return proc.returncode if proc.returncode > 0 else 1
     return 0
 
 

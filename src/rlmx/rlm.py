@@ -428,6 +428,8 @@ class PreparedRun:
             parsed=result.answer.parsed,
             answer_source=result.answer.source,
             sandbox=self.root.state.sandbox_layer,
+            model=self.root.lm.name,
+            cells=self.root.state.cells_run,
         )
 
 

@@ -232,7 +232,10 @@ def test_demo_succeeds_when_a_limit_stopped_the_run_first(tmp_path: Path) -> Non
 
 def test_demo_fails_with_rlmx_s_code_when_rlmx_failed(tmp_path: Path) -> None:
     code, out, err = run_demo(tmp_path, lambda m, r: "x", faults=lambda r: Fault.status(403, message="no"))
-    assert code == 1 and out == "" and "demo: rlmx did not answer (exit 1)" in err
+    assert code == 1 and "demo: rlmx did not answer (exit 1)" in err
+    assert (
+        "rlmx answer:  (none)" in out and "run:          failed after 1 turn(s): model call failed" in out
+    )  # what happened
     code, out, err = run_demo(tmp_path, lambda m, r: "x", "--max-depth", "99")
     assert code == 2 and out == "" and "demo: rlmx did not answer (exit 2)" in err
 
@@ -252,7 +255,7 @@ def test_the_embedded_model_is_called_a_demo() -> None:
         "usage": {"by_model": {"local:smollm2": {}}},
     }
     lines = demo.summary(result, 48)
-    assert lines[-1] == demo.EMBEDDED_NOTE and "unreliable" in demo.EMBEDDED_NOTE
+    assert lines[0] == demo.EMBEDDED_NOTE and "unreliable" in demo.EMBEDDED_NOTE  # first: not missed
     assert demo.EMBEDDED_NOTE not in demo.summary({**result, "usage": {"by_model": {"openai:x": {}}}}, 48)
     assert demo.matches("There are 48 billing issues.", 48) and demo.matches(48, 48)
     assert not demo.matches("12345 and 48", 48) and not demo.matches(True, 48)

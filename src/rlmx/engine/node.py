@@ -312,6 +312,7 @@ class Node:
             self.state.sandbox_layer = str(isolation.get("layer") or "unknown")
             self.emit(SandboxReady(**self.here(), **isolation))
         exec_id = self.state.emitter.new_id()
+        self.state.cells_run += 1
         self.emit(
             ExecStart(**self.here(), exec_id=exec_id, iteration=self.iteration, code=excerpt(code, 400))
         )

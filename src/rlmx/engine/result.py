@@ -34,6 +34,8 @@ class RunResult:
     answer_source: AnswerSource = "none"
     # where model code ran: namespaces | landlock | none (process-unisolated) | local; "": no cell ran
     sandbox: str = ""
+    model: str = ""  # the root model, as rlmx resolved it (e.g. local:smollm2 when it fell back to it)
+    cells: int = 0  # code cells executed in the run, at every depth; 0 when no reply held a code block
 
     @property
     def answered(self) -> bool:
@@ -52,4 +54,6 @@ class RunResult:
             "error": self.error,
             "run_id": self.run_id,
             "sandbox": self.sandbox,
+            "model": self.model,
+            "cells": self.cells,
         }

@@ -76,6 +76,7 @@ class RunState:
     tools: RunTools = field(default_factory=RunTools)  # the user's tools, by depth (rlmx.tools)
     shared: SharedBudget | None = None  # limits shared with other runs (a batch's), checked after the ledger
     sandbox_layer: str = ""  # where the run's model code ran (its SandboxReady's layer; "": no cell ran)
+    cells_run: int = 0  # code cells executed, at every depth (0: no reply held a code block)
 
     def system_prompt(self, depth: int, sub_lm: BaseLM) -> str:
         """The system prompt of an RLM at `depth`: its profile's, naming the tools of its REPL."""
