@@ -18,7 +18,7 @@ app = RlmxTyper(
     pretty_exceptions_enable=False,
     help="Recursive Language Models: ask questions about contexts far larger than a model's window.",
     epilog="Exit codes: 0 answered; 3 answered after a limit stopped the run; 1 run error; "
-    "2 bad usage or configuration. `rlmx` alone prints this help and exits 0.",
+    "2 bad usage or configuration; 130 interrupted (Ctrl-C). `rlmx` alone prints this help and exits 0.",
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from rlmx.tools import RunTools
 from rlmx.trace.events import RunEnd, RunStart, excerpt
 from rlmx.trace.writer import Emitter, Sink, TraceWriter
 from rlmx.typed import OutputSpec
+
+log = logging.getLogger("rlmx.run")
 
 if TYPE_CHECKING:
     from rlmx.engine.session import SessionRun
@@ -292,6 +295,14 @@ class RLM(RunSpec):
         check_budget_for_first_call(state, root.first_messages())
         run = PreparedRun(
             spec, run_id, trace_path, writer, emitter, ledger, sandboxes, root, started, session
+        )
+        log.info(
+            "run %s: model %s, sub-model %s, prompt %s, trace %s",  # each model@its endpoint
+            run_id,
+            self._models.root.cache_identity,
+            self._models.sub.cache_identity,
+            self._profile.name,
+            trace_path or "none",
         )
         emitter.emit(
             RunStart(

@@ -10,14 +10,18 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 
 from observability_runs import SCRIPTED, depth2_policy, run_depth2
+from policies import repl, turn
+from rlmx import RLM, ModelOptions
 from rlmx.display.progress import MAX_CHILDREN_SHOWN, LiveTree, PlainLines, ProgressState
 from rlmx.outcomes import SUB_CALL_PURPOSES
-from rlmx.testing import ScriptedServer
+from rlmx.testing import CallInfo, ScriptedServer
 from rlmx.trace import (
     BatchStart,
     ChildEnd,
@@ -129,13 +133,44 @@ def test_plain_lines_report_steps_but_not_every_sub_call(events: list[Event]) ->
         lines_sink(event)
     lines = stream.getvalue().splitlines()
     assert all(line.startswith("[rlmx ") for line in lines)
-    assert any("root turn 1: running code: notes = llm_query_batched" in line for line in lines)
+    assert any("root turn 1: model replied" in line for line in lines)
+    assert any("] root: running code: notes = llm_query_batched" in line for line in lines)
     assert any("root: llm_query_batched with 3 prompts" in line for line in lines)
     assert any("child 'child A' turn 1: model replied" in line for line in lines)
     assert sum("child RLM ended by final" in line for line in lines) == 2
     sub_calls = sum(1 for e in events if isinstance(e, LMCall) and e.purpose in SUB_CALL_PURPOSES)
     assert len(lines) < len(events) - sub_calls  # one line per step, none per sub-call
     assert "$" in lines[-1] and f"{run_end_of(events).usage['calls']} calls" in lines[-1]
+
+
+def test_plain_lines_name_each_turn_once(events: list[Event]) -> None:
+    stream = io.StringIO()
+    lines_sink = PlainLines(stream)
+    for event in events:
+        lines_sink(event)
+    said = re.findall(r"\] +(root|child '[^']*') turn (\d+|-):", stream.getvalue())
+    assert ("root", "1") in said
+    assert len(said) == len(set(said)), said  # no (RLM, turn) named twice
+
+
+def test_a_reply_without_code_is_said_to_have_run_nothing(tmp_path: Path) -> None:
+    def policy(messages: list[dict[str, Any]], request: CallInfo) -> str:
+        if turn(messages) == 0:
+            return "Let me think about the context first."  # no code block, no FINAL
+        return repl("FINAL('done')")
+
+    with ScriptedServer(policy) as srv:
+        rlm = RLM(SCRIPTED, model_options=ModelOptions(base_url=srv.url), trace=tmp_path / "run.jsonl")
+        assert rlm.run("What is it?", "some context").stopped_by == "final"
+    stream = io.StringIO()
+    lines_sink = PlainLines(stream)
+    for event in read_events(tmp_path / "run.jsonl"):
+        lines_sink(event)
+    lines = stream.getvalue().splitlines()
+    first = next(line for line in lines if "root turn 1:" in line)
+    second = next(line for line in lines if "root turn 2:" in line)
+    assert "model replied" in first and "no code block; the reply was not run" in first
+    assert "no code block" not in second
 
 
 def test_progress_state_ignores_unknown_record_types() -> None:
@@ -172,7 +207,8 @@ def test_cli_without_a_tty_writes_plain_lines_and_quiet_writes_none() -> None:
         quiet = subprocess.run([*ask_args(srv.url), "--quiet"], capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0 and quiet.returncode == 0, plain.stderr + quiet.stderr
     assert not ANSI.search(plain.stderr)
-    assert "root turn 1: running code:" in plain.stderr and "rlm_query_batched with 2 prompts" in plain.stderr
+    assert "root turn 1: model replied" in plain.stderr and "root: running code:" in plain.stderr
+    assert "rlm_query_batched with 2 prompts" in plain.stderr
     assert quiet.stderr == ""
     assert plain.stdout == quiet.stdout  # the answer, on stdout, either way
 

@@ -2,10 +2,12 @@
 options they share are declared once, in `rlmx.commands.options`.
 
 Also the help as a user reads it: `RlmxTyper` makes every command show flags as plain flags (no
-`<bool>` value placeholder) and arguments as `QUESTION` in the usage line (not `{question}`)."""
+`<bool>` value placeholder), arguments as `QUESTION` in the usage line (not `{question}`), and each
+paragraph of a docstring or help text as one line the terminal wraps (`paragraphs`)."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -50,10 +52,27 @@ def _plain_usage(pieces: list[str]) -> list[str]:
     return out
 
 
+def paragraphs(text: str | None) -> str | None:
+    """A docstring as the help shows it: each paragraph (blank lines apart) on one line, so the terminal
+    wraps it at its width rather than at the source's line breaks; the blank lines stay."""
+    if not text:
+        return text
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n") if p.strip())
+
+
+def _reflowed(command: Any) -> None:
+    command.help = paragraphs(command.help)
+    command.epilog = paragraphs(command.epilog)
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = paragraphs(param.help)
+
+
 class RlmxCommand(TyperCommand):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         fill_in_defaults(self.params)
+        _reflowed(self)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_flags(super().get_params(ctx))
@@ -63,6 +82,10 @@ class RlmxCommand(TyperCommand):
 
 
 class RlmxGroup(TyperGroup):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _reflowed(self)
+
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_flags(super().get_params(ctx))
 

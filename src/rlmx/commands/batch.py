@@ -20,7 +20,7 @@ HELP = (
     "Running the same command again resumes: ids already in --out are skipped. The options of `rlmx ask` are "
     "every item's defaults.\n\n"
     "Exit codes: 0 every item ended final; 3 some stopped at a limit, none failed; 1 some failed; 2 bad usage "
-    "or input. Ray clusters, shared paths and keys: docs/scaling.md."
+    "or input; 130 interrupted (Ctrl-C). Ray clusters, shared paths and keys: docs/scaling.md."
 )
 
 

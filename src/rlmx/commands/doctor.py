@@ -42,7 +42,7 @@ def doctor(as_json: Json = False, sandbox: DoctorSandbox = None, config_file: Co
     Starts a real worker of the sandbox a run would use, runs one cell in it that tries to reach the
     network, your home directory, other processes and /etc/shadow, and shows the model a run would
     use (never a key). Exit 0: model code runs isolated; 1: it does not (the reason is the last
-    line); 2: bad options."""
+    line); 2: bad options; 130: interrupted."""
     from rlmx.config import load_config
 
     cfg = load_config(config_file)

@@ -103,6 +103,8 @@ def eval_command(
         bool, typer.Option("--report-only", help="Only rebuild the report from --out.")
     ] = False,
     quiet: opt.Quiet = False,
+    verbose: opt.Verbose = 0,  # -v and --log-level set logging up as they are parsed
+    log_level: opt.LogLevel = None,
 ) -> None:
     """Generate the benchmark items, run the RLM and the baselines on them, and write a report.
 

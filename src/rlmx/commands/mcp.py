@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +14,7 @@ from rlmx.commands import options as opt
 from rlmx.commands.profiles import load_profiles
 from rlmx.commands.run_options import SERVED_LAYOUT, with_run_options
 from rlmx.errors import ConfigError
+from rlmx.outcomes import EXIT_INTERRUPTED
 
 
 @with_run_options(layout=("root", *SERVED_LAYOUT))
@@ -80,7 +83,7 @@ def mcp(
     )
     server = build_server(settings)
     if transport == "stdio":
-        server.run("stdio")
+        serve_stdio(server)
         return
     import uvicorn
 
@@ -92,6 +95,34 @@ def mcp(
     sys.stderr.flush()
     app = server.streamable_http_app(host=host)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
+WAITING = (
+    "rlmx mcp: a stdio MCP server, waiting for an MCP client on stdin (Ctrl-C exits); register it with "
+    "`claude mcp add rlmx -- rlmx mcp` or, in a client's JSON config, "
+    '{"mcpServers": {"rlmx": {"command": "rlmx", "args": ["mcp"]}}} (add your flags after mcp)\n'
+)
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    """Ctrl-C while serving stdio: the reader thread is blocked on stdin and would hold the exit until the
+    next line, so leave at once, with the interrupted exit code."""
+    sys.stderr.write("rlmx: interrupted\n")
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED)
+
+
+def serve_stdio(server: Any) -> None:
+    """Serve over stdin/stdout. In a terminal (no client there) one line on stderr says what this is and
+    how to register it; under a client (stdin a pipe) nothing is printed, since clients log stderr."""
+    if sys.stdin.isatty():
+        sys.stderr.write(WAITING)
+        sys.stderr.flush()
+    previous = signal.signal(signal.SIGINT, _interrupted)
+    try:
+        server.run("stdio")
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,8 @@ library's default is shown, from `SHOWN_WHEN_UNSET`.
 
 from __future__ import annotations
 
+import logging
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -284,3 +286,76 @@ OutputSchema = Annotated[
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
 Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+
+
+# --- logging (-v/--verbose, --log-level): set up while the options are parsed --------------------------
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+CLIENT_LOGGERS = ("httpx", "openai", "anthropic", "LiteLLM")  # the model clients' own logs, at -vv
+
+
+def check_log_level(value: str | None) -> str | None:
+    if value is not None and value.lower() not in LOG_LEVELS:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(LOG_LEVELS)}")
+    return None if value is None else value.lower()
+
+
+def stderr_handler(fmt: str) -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(fmt, "%Y-%m-%d %H:%M:%S"))
+    handler.rlmx_stderr = True  # type: ignore[attr-defined]
+    return handler
+
+
+def configure_logging(verbose: int, level: str | None) -> None:
+    """rlmx's loggers on stderr: `--log-level LEVEL` from LEVEL up, else -v from INFO, -vv from DEBUG with
+    the model clients' loggers (httpx, openai, ...) from INFO, -vvv those from DEBUG too. Neither given:
+    nothing changes (warnings and errors only)."""
+    if not verbose and level is None:
+        return
+    chosen = level.upper() if level else ("INFO" if verbose == 1 else "DEBUG")
+    names = [("rlmx", chosen)]
+    if verbose >= 2:
+        names += [(name, "INFO" if verbose == 2 else "DEBUG") for name in CLIENT_LOGGERS]
+    for name, at in names:
+        logger = logging.getLogger(name)
+        logger.setLevel(at)
+        for old in [h for h in logger.handlers if getattr(h, "rlmx_stderr", False)]:
+            logger.removeHandler(old)
+        logger.addHandler(stderr_handler("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.propagate = False
+
+
+def _logging_option(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """Each of the two options records its value and sets logging up with both seen so far: the last
+    one parsed sets it with both."""
+    if param.name == "log_level":
+        value = check_log_level(value)
+    ctx.meta[f"rlmx_{param.name}"] = value
+    configure_logging(ctx.meta.get("rlmx_verbose") or 0, ctx.meta.get("rlmx_log_level"))
+    return value
+
+
+Verbose = Annotated[
+    int,
+    typer.Option(
+        "--verbose",
+        "-v",
+        count=True,
+        metavar="",
+        show_default=False,
+        callback=_logging_option,
+        help="rlmx's log on stderr: -v from INFO (the run's model, endpoint and trace), -vv from DEBUG "
+        "with the model clients' requests (httpx, openai), -vvv theirs from DEBUG too.",
+    ),
+]
+LogLevel = Annotated[
+    str | None,
+    typer.Option(
+        "--log-level",
+        metavar="LEVEL",
+        callback=_logging_option,
+        help="rlmx's log on stderr from LEVEL up: debug, info, warning, error, critical (default: warning; "
+        "rlmx serve: info, a line per request).",
+    ),
+]

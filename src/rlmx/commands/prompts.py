@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from rlmx.commands import RlmxTyper
 from rlmx.spec.options import read_append
 
 PROFILES = {
@@ -16,7 +17,7 @@ PROFILES = {
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(help="The prompt profiles a run can use (--prompt).", no_args_is_help=True)
+    group = RlmxTyper(help="The prompt profiles a run can use (--prompt).", no_args_is_help=True)
     group.command(name="list")(list_profiles)
     group.command(name="show")(show_profile)
     app.add_typer(group, name="prompts")

@@ -26,6 +26,7 @@ from rlmx.commands.options import (
     Exclude,
     Include,
     Json,
+    LogLevel,
     MaxCostUsd,
     MaxDepth,
     MaxErrors,
@@ -55,6 +56,7 @@ from rlmx.commands.options import (
     TopP,
     Trace,
     TraceFull,
+    Verbose,
 )
 
 
@@ -139,6 +141,10 @@ RUN_OPTIONS: tuple[Declared, ...] = (
     Declared("output_schema", OutputSchema, None, "output_schema", _path),
     Declared("quiet", Quiet, False, None),
     Declared(
+        "verbose", Verbose, 0, None
+    ),  # both set logging up as they are parsed (options.configure_logging)
+    Declared("log_level", LogLevel, None, None),
+    Declared(
         "debug", Debug, False, None
     ),  # read by rlmx.cli.main() before parsing, so it covers parsing errors
 )
@@ -215,6 +221,8 @@ SERVED_LAYOUT = (
     "system_prompt_append",
     "tools",
     "config_file",
+    "verbose",
+    "log_level",
 )
 
 

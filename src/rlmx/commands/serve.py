@@ -12,14 +12,6 @@ from rlmx.commands.profiles import load_profiles
 from rlmx.commands.run_options import SERVED_LAYOUT, with_run_options
 from rlmx.errors import ConfigError
 
-LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-
-
-def check_log_level(value: str) -> str:
-    if value.lower() not in LOG_LEVELS:
-        raise typer.BadParameter(f"{value!r} is not one of {', '.join(LOG_LEVELS)}")
-    return value.lower()
-
 
 def missing_extra(exc: ModuleNotFoundError, extra: str) -> ConfigError:
     return ConfigError(
@@ -62,13 +54,6 @@ def serve(
         Path | None,
         typer.Option(help="Folder for the runs' traces (default: $XDG_STATE_HOME/rlmx/serve-traces)."),
     ] = None,
-    log_level: Annotated[
-        str,
-        typer.Option(
-            help="Server log on stderr: debug, info (a line per request), warning (failures only), error.",
-            callback=check_log_level,
-        ),
-    ] = "info",
     **run: Any,
 ) -> None:
     """Serve POST /v1/chat/completions and GET /v1/models; each completion is an RLM run.
@@ -102,7 +87,9 @@ def serve(
         trace=not no_trace,
         trace_dir=own_trace_dir("serve") if no_trace else prepare_trace_dir(trace_dir, "serve"),
     )
-    run_server(settings, host=host, port=port, log_level=log_level)
+    # the server's log: a line per request (info) unless --log-level or -vv says otherwise
+    level = run["log_level"] or ("debug" if run["verbose"] >= 2 else "info")
+    run_server(settings, host=host, port=port, log_level=level)
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from rlmx.engine.dialect import dialect_named
+from rlmx.engine.parse import RUNNABLE, parse_reply
 from rlmx.engine.profiles import error_line
 from rlmx.outcomes import SUB_CALL_PURPOSES
 from rlmx.trace.events import (
@@ -52,6 +54,32 @@ def last_line(value: Any, limit: int = LINE_CHARS) -> str:
     text = (value.get("text") or value.get("tail") or "") if isinstance(value, dict) else str(value or "")
     line = error_line(text)
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+NO_CODE = "no code block; the reply was not run"
+
+
+def runnable_of(profile: str) -> frozenset[str]:
+    """The fence labels whose blocks a run of this prompt profile runs (a template file's: the default)."""
+    try:
+        return dialect_named(profile).runnable
+    except ValueError:
+        return frozenset(RUNNABLE)
+
+
+def had_no_code(r: LMCall, runnable: frozenset[str]) -> bool:
+    """A root-model reply with no code block to run and no FINAL line: the turn ran nothing. Only said
+    when the trace holds the whole reply (a capped excerpt may have cut a block out)."""
+    reply = r.reply
+    if (
+        r.error
+        or r.purpose not in ("root", "child_root")
+        or not isinstance(reply, dict)
+        or "text" not in reply
+    ):
+        return False
+    parsed = parse_reply(str(reply["text"]), runnable)
+    return not parsed.code_blocks and parsed.final is None
 
 
 @dataclass
@@ -93,6 +121,7 @@ class ProgressState:
     warnings: list[str] = field(default_factory=list)
     root_id: str | None = None
     stopped_by: str | None = None
+    runnable: frozenset[str] = frozenset(RUNNABLE)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -108,6 +137,7 @@ class ProgressState:
 
     def on_run_start(self, r: RunStart) -> None:
         self.root_id = r.id
+        self.runnable = runnable_of(r.prompt_profile)
         self.nodes[r.id] = NodeState(r.id, 0, first_line(r.question), r.model)
         self.warnings.extend(r.warnings)
         if r.model in r.unpriced_models:  # no price for the root model: never a cost shown as $0
@@ -140,6 +170,8 @@ class ProgressState:
         else:
             node.turn = r.iteration or node.turn
             node.doing = "model replied" if not r.error else "model call failed"
+            if had_no_code(r, self.runnable):
+                node.doing = f"model replied: {NO_CODE}"
 
     def on_exec_start(self, r: ExecStart) -> None:
         self.owner_of_exec[r.exec_id] = str(r.parent_id)
@@ -223,6 +255,15 @@ class PlainLines:
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
         self.state = ProgressState()
+        self.said_turn: dict[str, int | None] = {}  # node id -> the turn its lines last named
+
+    def turn(self, where: str, node: NodeState | None, iteration: int | None) -> str:
+        """`root turn 6` on a turn's first line, `root` on the next ones: the turn is said once."""
+        key = node.id if node is not None else ""
+        if key in self.said_turn and self.said_turn[key] == iteration:
+            return where
+        self.said_turn[key] = iteration
+        return f"{where} turn {iteration or '-'}"
 
     def __call__(self, event: Event) -> None:
         self.state.apply(event)
@@ -242,14 +283,15 @@ class PlainLines:
             tries = f" after {r.attempts} attempts" if r.attempts > 1 else ""
             # the error itself is said once, where the run reports how it ended
             status = f"model call failed{tries}" if r.error else f"model replied ({tokens})"
-            return f"{where} turn {r.iteration or '-'}: {status} [{r.purpose}]"
+            no_code = f" — {NO_CODE}" if had_no_code(r, self.state.runnable) else ""
+            return f"{self.turn(where, node, r.iteration)}: {status} [{r.purpose}]{no_code}"
         if isinstance(r, LMRetry):
             return (
                 f"{where}: {r.model} attempt {r.attempt} failed: {first_line(r.error, 120)}"
                 f"; retrying in {r.delay_s:.1f} s"
             )
         if isinstance(r, ExecStart):
-            return f"{where} turn {r.iteration or '-'}: running code: {first_line(r.code)}"
+            return f"{self.turn(where, node, r.iteration)}: running code: {first_line(r.code)}"
         if isinstance(r, Exec) and r.error:
             return f"{where}: code failed: {last_line(r.error, 120)}"
         if isinstance(r, BatchStart):

@@ -128,6 +128,8 @@ def configure_logging(level: str) -> None:
     loggers (httpx logs every model request at INFO) are left as they are."""
     logger = logging.getLogger("rlmx")
     logger.setLevel(level.upper())
+    for other in [h for h in logger.handlers if getattr(h, "rlmx_stderr", False)]:
+        logger.removeHandler(other)  # -v's plain handler (rlmx.commands.options): this one replaces it
     if not any(getattr(h, "rlmx_serve", False) for h in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(
