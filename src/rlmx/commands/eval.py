@@ -177,7 +177,9 @@ def eval_command(
         address=address,
     )
 
-    check_installed(config, cli=True)  # before any model call: a missing extra costs nothing
+    check_installed(
+        config, terms={"methods": "--baselines", "executor": "--executor"}
+    )  # before any model call: a missing extra costs nothing
     _say_if_no_plots()
 
     def progress(line: str) -> None:

@@ -5,6 +5,7 @@ the report's plots need `matplotlib` (a missing one only leaves the plots out of
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping
 from typing import Any
 
 from rlmx.errors import ConfigError
@@ -24,13 +25,14 @@ def plots_available() -> bool:
     return installed("matplotlib")
 
 
-def check_installed(config: Any, *, cli: bool = False) -> None:
-    """Raise a one-line `ConfigError` when what `config` (an `EvalConfig`) asks for is not installed;
-    `cli` names the flags of `rlmx eval` instead of the fields."""
+def check_installed(config: Any, *, terms: Mapping[str, str] | None = None) -> None:
+    """Raise a one-line `ConfigError` when what `config` (an `EvalConfig`) asks for is not installed.
+    The line names the config's fields (`methods`, `executor`); `terms` maps a field to the caller's
+    own name for it (the CLI passes its flags)."""
+    said = dict(terms or {})
     if "bm25" in config.methods and not installed("bm25s"):
-        asked = "--baselines bm25" if cli else "the bm25 method"
-        leave = "leave bm25 out" + ("" if cli else " of `methods`")
-        raise ConfigError(f"{asked} needs bm25s: pip install 'rlmx[evals]' (or {leave})")
+        asked = f"{said.get('methods', '`methods`')} bm25"
+        raise ConfigError(f"{asked} needs bm25s: pip install 'rlmx[evals]' (or leave bm25 out)")
     if config.executor == "ray" and not installed("ray"):
-        asked = "--executor ray" if cli else "the ray executor"
+        asked = f"{said.get('executor', '`executor`')} ray"
         raise ConfigError(f"{asked} needs ray: pip install 'rlmx[ray]' (or run the items locally)")
