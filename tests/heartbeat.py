@@ -15,9 +15,10 @@ HEARTBEAT_S = float(os.environ.get("RLMX_TEST_HEARTBEAT_S", "30") or 0)
 
 
 class Heartbeat:
-    """Writes to the terminal pytest itself writes to: while a test runs, fd 1 is captured, so the line
-    goes to the capture manager's saved copy of the original (pytest's own attribute; without capture,
-    -s, through the reporter)."""
+    """Every test running now (several under pytest-xdist: its workers report to this process) with when
+    it started and when it is next said to be running. Writes to the terminal pytest itself writes to:
+    while a test runs, fd 1 is captured, so the line goes to the capture manager's saved copy of the
+    original (pytest's own attribute; without capture, -s, through the reporter)."""
 
     def __init__(self, reporter: Any, capman: Any) -> None:
         self.reporter = reporter
@@ -26,39 +27,42 @@ class Heartbeat:
         )
         self.out = os.fdopen(os.dup(saved), "w", encoding="utf-8") if isinstance(saved, int) else None
         self.lock = threading.Lock()
-        self.current: str | None = None
-        self.since = self.next_at = 0.0
+        self.running: dict[str, list[float]] = {}  # nodeid -> [started, next said at]
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._beat, name="rlmx-test-heartbeat", daemon=True)
         self.thread.start()
 
     def start(self, nodeid: str) -> None:
         with self.lock:
-            self.current, self.since = nodeid, time.monotonic()
-            self.next_at = self.since + HEARTBEAT_S
+            now = time.monotonic()
+            self.running[nodeid] = [now, now + HEARTBEAT_S]
 
-    def finish(self) -> None:
+    def finish(self, nodeid: str) -> None:
         with self.lock:
-            self.current = None
+            self.running.pop(nodeid, None)
 
     def _beat(self) -> None:
         while not self.stopped.wait(1.0):
+            now = time.monotonic()
             with self.lock:
-                if self.current is None or time.monotonic() < self.next_at:
-                    continue
-                self.next_at += HEARTBEAT_S
-                line = f"[still running after {time.monotonic() - self.since:.0f} s: {self.current}]"
-                if self.out is None:
-                    self.reporter.write_line(line, yellow=True)
-                else:
-                    self.out.write(f"\n{line}\n")
-                    self.out.flush()
+                due = [(nodeid, times) for nodeid, times in self.running.items() if now >= times[1]]
+                for nodeid, times in due:
+                    times[1] += HEARTBEAT_S
+                    self._say(f"[still running after {now - times[0]:.0f} s: {nodeid}]")
+
+    def _say(self, line: str) -> None:
+        if self.out is None:
+            self.reporter.write_line(line, yellow=True)
+        else:
+            self.out.write(f"\n{line}\n")
+            self.out.flush()
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if HEARTBEAT_S > 0 and reporter is not None:
+    worker = hasattr(config, "workerinput")  # a pytest-xdist worker: its controller says it
+    if HEARTBEAT_S > 0 and reporter is not None and not worker:
         config.stash[HEARTBEAT] = Heartbeat(reporter, config.pluginmanager.get_plugin("capturemanager"))
 
 
@@ -71,7 +75,7 @@ def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) 
 def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
     beat = _heartbeat()
     if beat is not None:
-        beat.finish()
+        beat.finish(nodeid)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
