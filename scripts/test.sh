@@ -38,10 +38,11 @@ fi
 if [ "${CI:-}" = "true" ] || [ "${RLMX_FULL_TESTS:-}" = "1" ]; then
   .venv/bin/python -m pytest -q -rfEs -m "" "$@"
 else
-  # the quick run: the slow groups left out, the rest spread over up to 4 pytest-xdist workers (a test
-  # file stays on one worker, so its module fixtures are made once); RLMX_TEST_WORKERS=1 runs it serially
+  # the quick run: the slow groups left out, the rest spread over pytest-xdist workers, one more than
+  # the cores (many tests wait on subprocesses and servers), at most 4; a test file stays on one worker,
+  # so its module fixtures are made once. RLMX_TEST_WORKERS=1 runs it serially.
   cores=$(nproc 2>/dev/null || echo 2)
-  workers=${RLMX_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
+  workers=${RLMX_TEST_WORKERS:-$(( cores + 1 < 4 ? cores + 1 : 4 ))}
   spread=(); [ "$workers" -gt 1 ] && spread=(-n "$workers" --dist loadfile)
   echo "quick run on $workers worker(s): the slow groups (ray_cluster, real_model, large, container) are left out; CI=true or RLMX_FULL_TESTS=1 runs them, -m NAME asks for one" >&2
   .venv/bin/python -m pytest -q -rfEs "${spread[@]}" -m "not ray_cluster and not real_model and not large and not container" "$@"

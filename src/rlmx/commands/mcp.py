@@ -114,10 +114,13 @@ def _interrupted(signum: int, frame: Any) -> None:
 
 def serve_stdio(server: Any) -> None:
     """Serve over stdin/stdout. In a terminal (no client there) one line on stderr says what this is and
-    how to register it; under a client (stdin a pipe) nothing is printed, since clients log stderr."""
-    if sys.stdin.isatty():
-        sys.stderr.write(WAITING)
-        sys.stderr.flush()
+    how to register it, and Ctrl-C leaves at once (no run can be in progress without a client); under a
+    client (stdin a pipe) nothing is printed, since clients log stderr, and shutdown stays the SDK's."""
+    if not sys.stdin.isatty():
+        server.run("stdio")  # a client's: it ends the server by closing stdin (a clean shutdown)
+        return
+    sys.stderr.write(WAITING)
+    sys.stderr.flush()
     previous = signal.signal(signal.SIGINT, _interrupted)
     try:
         server.run("stdio")
