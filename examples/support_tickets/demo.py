@@ -4,8 +4,9 @@ and show the gold answer beside rlmx's answer.
     python -m examples.support_tickets.demo [options for `rlmx ask`, e.g. --model openai:gpt-5-mini]
 
 The exit code says whether rlmx worked, not whether the model was right: 0 when rlmx answered (its exit
-0, or 3 when a limit stopped the run first), rlmx's own code when it did not (1 run error, 2 bad usage
-or configuration). stdout holds the comparison only (with `--json`: rlmx's JSON object with a `gold`
+0, or 3 when a limit stopped the run first) and also when a limit stopped a run whose model gave no
+answer at all (rlmx worked; the model did not: the summary says so), rlmx's own code otherwise (1 a run
+error such as a failed provider, 2 bad usage or configuration). stdout holds the comparison only (with `--json`: rlmx's JSON object with a `gold`
 field added, and the comparison goes to stderr); rlmx's progress and errors go to stderr as it runs.
 """
 
@@ -153,12 +154,18 @@ def run(argv: Sequence[str], *, out: TextIO, err: TextIO, folder: Path = DATA) -
         err.write("\n".join(lines) + "\n")
     else:
         out.write("\n".join(lines) + "\n")
-    if proc.returncode not in ANSWERED:
+    if proc.returncode in ANSWERED:
+        return 0
+    if result.get("stopped_by") not in ("error", "interrupted", None):
         err.write(
-            f"demo: rlmx did not answer (exit {proc.returncode}); the summary above says how the run went\n"
+            f"demo: rlmx worked, but the model gave no answer before the {result['stopped_by']} limit "
+            f"(rlmx exit {proc.returncode}); the summary above says what it did\n"
         )
-        return proc.returncode if proc.returncode > 0 else 1
-    return 0
+        return 0
+    err.write(
+        f"demo: rlmx did not answer (exit {proc.returncode}); the summary above says how the run went\n"
+    )
+    return proc.returncode if proc.returncode > 0 else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

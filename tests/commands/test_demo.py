@@ -93,3 +93,13 @@ def test_the_embedded_model_is_needed_only_when_nothing_is_configured(
     config.write_text('model = "openai:gpt-5-mini"\n')
     assert not demo.needs_embedded_model(["--config", str(config)], NO_KEYS)
     assert not demo.needs_embedded_model(["--config", str(tmp_path / "missing.toml")], NO_KEYS)
+
+
+def test_a_limit_with_no_answer_is_the_model_s_failure_not_the_demo_s(tmp_path: Path) -> None:
+    def no_answer(messages: list[dict[str, Any]], request: Any) -> str:
+        return repl("x = 1")  # code every turn, and code again when asked for the final answer
+
+    code, out, err = run_demo(tmp_path, no_answer, "--max-iterations", "2")
+    assert code == 0 and "rlmx answer:  (none)" in out
+    assert "max_iterations limit reached after 2 turn(s) (rlmx exit 1)" in out
+    assert "demo: rlmx worked, but the model gave no answer before the max_iterations limit" in err
