@@ -34,6 +34,9 @@ fi
 .venv/bin/ruff check src tests examples benchmarks
 .venv/bin/ruff format --check --quiet src tests examples benchmarks
 .venv/bin/mypy
+# byte-compile once up front: otherwise the first run's parallel workers and their rlmx subprocesses each
+# compile the same modules until one has written them
+.venv/bin/python -m compileall -q -j 0 src tests examples >/dev/null || true
 # -rfEs: failures, errors and every skip with its reason in the summary (a skip is never silent)
 if [ "${CI:-}" = "true" ] || [ "${RLMX_FULL_TESTS:-}" = "1" ]; then
   .venv/bin/python -m pytest -q -rfEs -m "" "$@"
