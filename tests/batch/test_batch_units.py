@@ -789,3 +789,34 @@ def test_results_a_bad_middle_line_is_a_config_error_naming_it(tmp_path: Path) -
     path.write_text('{"id": 1}\n{"answer": 2}\n')
     with pytest.raises(ConfigError, match=r"line 2, has no id"):
         ResultsFile(path).load()
+
+
+def test_a_ctrl_c_before_the_executor_s_wait_began_leaves_no_unawaited_coroutine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`rlmx batch` printed "coroutine 'wait' was never awaited" after Ctrl-C when the signal came
+    between making the wait and running it."""
+    import gc
+    import warnings
+
+    from rlmx.batch.in_process import InProcessExecutor
+
+    executor = InProcessExecutor()
+    task = executor.loop.create_task(asyncio.sleep(3600))
+    executor.tasks[task] = (None, 1)  # type: ignore[index,assignment]
+    run = executor.loop.run_until_complete
+
+    def interrupted(awaitable: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(executor.loop, "run_until_complete", interrupted)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(KeyboardInterrupt):
+            executor.wait(1.0)
+        gc.collect()
+    monkeypatch.undo()
+    task.cancel()
+    run(asyncio.wait([task]))
+    executor.loop.close()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []

@@ -4,6 +4,7 @@ sharing one fleet (ledger and rate limiters) and the RLMs (model connections) of
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
 from rlmx.batch.client import InProcessFleetClient
@@ -53,9 +54,14 @@ class InProcessExecutor:
     def wait(self, timeout: float) -> list[Finished]:
         if not self.tasks:
             return []
-        done, _ = self.loop.run_until_complete(
-            asyncio.wait(list(self.tasks), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        )
+        waiter = asyncio.wait(list(self.tasks), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            done, _ = self.loop.run_until_complete(waiter)
+        except BaseException:
+            # a Ctrl-C before the wait began: close it, or it is "never awaited" on stderr at exit
+            if inspect.getcoroutinestate(waiter) == inspect.CORO_CREATED:
+                waiter.close()
+            raise
         finished = []
         for task in done:
             item, attempt = self.tasks.pop(task)
