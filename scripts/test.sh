@@ -47,6 +47,6 @@ else
   cores=$(nproc 2>/dev/null || echo 2)
   workers=${RLMX_TEST_WORKERS:-$(( cores + 1 < 4 ? cores + 1 : 4 ))}
   spread=(); [ "$workers" -gt 1 ] && spread=(-n "$workers" --dist loadfile)
-  echo "quick run on $workers worker(s): the slow groups (ray_cluster, real_model, large, container) are left out; CI=true or RLMX_FULL_TESTS=1 runs them, -m NAME asks for one" >&2
-  .venv/bin/python -m pytest -q -rfEs "${spread[@]}" -m "not ray_cluster and not real_model and not large and not container" "$@"
+  echo "quick run on $workers worker(s): the slow groups (ray_cluster, real_model, large, container, peers) are left out; CI=true or RLMX_FULL_TESTS=1 runs them, -m NAME asks for one" >&2
+  .venv/bin/python -m pytest -q -rfEs "${spread[@]}" -m "not ray_cluster and not real_model and not large and not container and not peers" "$@"
 fi
