@@ -4,7 +4,6 @@ sharing one fleet (ledger and rate limiters) and the RLMs (model connections) of
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import Any
 
 from rlmx.batch.client import InProcessFleetClient
@@ -54,13 +53,15 @@ class InProcessExecutor:
     def wait(self, timeout: float) -> list[Finished]:
         if not self.tasks:
             return []
-        waiter = asyncio.wait(list(self.tasks), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        # a task of its own, so a Ctrl-C that lands in an item's step before the wait began leaves a
+        # task that close() cancels and runs to its end (no "never awaited", no reused coroutine)
+        waiter = self.loop.create_task(
+            asyncio.wait(list(self.tasks), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        )
         try:
             done, _ = self.loop.run_until_complete(waiter)
         except BaseException:
-            # a Ctrl-C before the wait began: close it, or it is "never awaited" on stderr at exit
-            if inspect.getcoroutinestate(waiter) == inspect.CORO_CREATED:
-                waiter.close()
+            waiter.cancel()
             raise
         finished = []
         for task in done:
@@ -77,6 +78,9 @@ class InProcessExecutor:
             task.cancel()
         if self.tasks:
             self.loop.run_until_complete(asyncio.wait(list(self.tasks), timeout=10))
+        for task in self.tasks:  # an item whose step took the Ctrl-C holds it: retrieved, not logged
+            if task.done() and not task.cancelled():
+                task.exception()
         self.tasks.clear()
         if self.runner is not None:
             self.loop.run_until_complete(self.runner.aclose())
