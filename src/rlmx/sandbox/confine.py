@@ -21,6 +21,7 @@ processes killed, its files removed) by the next zygote that starts.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import functools
@@ -222,6 +223,14 @@ def acquire_slot(plan: Plan) -> Slot:
             os.close(fd)
 
 
+def release_slot(slot: Slot) -> None:
+    """After the worker's end, with its scratch removed: a slot named for one worker (no uid of its own)
+    takes its lock file with it, so they do not pile up; a uid's lock file stays for the next worker."""
+    if slot.uid is None:
+        with contextlib.suppress(OSError):
+            os.unlink(slot.scratch + ".lock")  # still held by the caller: nobody else takes this name
+
+
 def sweep_stale(plan: Plan) -> int:
     """Remove what killed hosts left (directories whose lock nobody holds); returns how many."""
     swept = 0
@@ -233,11 +242,17 @@ def sweep_stale(plan: Plan) -> int:
         if not name.endswith(".lock"):
             continue
         base = os.path.join(plan.state_dir, name[: -len(".lock")])
-        if not os.path.lexists(base):
+        orphan = not os.path.lexists(base)  # a worker's lock file left by an older rlmx, or a kill
+        if orphan and not name.startswith("w"):
             continue
         fd = _try_lock(base + ".lock")
         if fd is None:
             continue  # in use
+        if orphan:
+            with contextlib.suppress(OSError):
+                os.unlink(base + ".lock")
+            os.close(fd)
+            continue
         try:
             uid_text = os.path.basename(base)[1:]
             if base.rsplit("/", 1)[-1].startswith("u") and plan.per_worker_uid and uid_text.isdigit():

@@ -192,6 +192,7 @@ def watch(worker: int, slot: confine.Slot, scratch_mb: int) -> int:
             break
     _sweep(slot, worker)
     shutil.rmtree(slot.scratch, ignore_errors=True)
+    confine.release_slot(slot)
     return code
 
 
