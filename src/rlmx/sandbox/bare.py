@@ -119,7 +119,8 @@ class BareRepl:
 
     def __init__(self, send: Callable[[dict[str, Any]], Any]) -> None:
         self.send = send
-        self.names: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        self.builtins = dict(vars(builtins))  # the cells' own copy, put back before every cell
+        self.names: dict[str, Any] = {"__name__": "__main__", "__builtins__": dict(self.builtins)}
         self.given: dict[str, Any] = {}  # name -> the object DEFINE bound (a stub, SUBMIT)
         self.kept: dict[str, Any] = {}  # name -> the value ASSIGN sent last
         self.define([], None)
@@ -166,8 +167,20 @@ class BareRepl:
         self.names[name] = value
         return None
 
+    def restore(self) -> None:
+        """Before a cell: the host functions, SUBMIT and the builtins as DEFINE gave them, whatever the
+        code did to them (rebound, deleted, `__builtins__['len'] = None`)."""
+        self.names.update(self.given)
+        current = self.names.get("__builtins__")
+        if not isinstance(current, dict):
+            current = self.names["__builtins__"] = {}
+        if current != self.builtins:
+            current.clear()
+            current.update(self.builtins)
+
     def run(self, code: str) -> dict[str, Any] | None:
         """Run a cell: its `final` ({kind: submit | value | raised, json | text}), or None (no value)."""
+        self.restore()
         try:
             tree = syntax.parse(code, CELL, "exec")
         except (SyntaxError, ValueError) as exc:  # ValueError: source with null bytes

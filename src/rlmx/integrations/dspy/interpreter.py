@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import json
 import platform
 import threading
@@ -18,9 +19,14 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rlmx.context.payload import ContextPayload
-from rlmx.errors import ConfigError, RLMError, SandboxError
+from rlmx.errors import ConfigError, InvalidSettings, RLMError, SandboxError
 from rlmx.integrations.dspy import values
-from rlmx.integrations.dspy.classes import CodeExecutionError, CodeInterpreterError, FinalOutput
+from rlmx.integrations.dspy.classes import (
+    CodeExecutionError,
+    CodeInterpreterError,
+    FinalOutput,
+    with_callbacks,
+)
 from rlmx.integrations.dspy.runtime import NO_CONTEXT, runtime
 from rlmx.sandbox import frames
 from rlmx.sandbox.base import ExecResult, SandboxSettings
@@ -45,7 +51,9 @@ class Interpreter:
     position; `output_fields`: SUBMIT's fields ([{"name", "type"?}], None: `SUBMIT(output)`); both may be
     changed between calls, as `dspy.RLM` does. `sandbox`: the worker's isolation and limits
     (`SandboxSettings`; a process backend: "process", the default, "process-namespaces",
-    "process-landlock" or "process-unisolated"). Not a context manager of DSPy's making, but one too.
+    "process-landlock" or "process-unisolated"). `execution_timeout`: seconds one execute's code may run
+    (time in tools not counted; default the sandbox's `cell_timeout_s`); past it the session ends.
+    `callbacks`: DSPy callbacks of this interpreter.
     """
 
     execution_instructions: ClassVar[str] = (
@@ -61,8 +69,14 @@ class Interpreter:
         output_fields: list[dict[str, Any]] | None = None,
         *,
         sandbox: SandboxSettings | None = None,
+        execution_timeout: float | None = None,
+        callbacks: list[Any] | None = None,
     ) -> None:
         settings = sandbox or SandboxSettings(output_chars=100_000)
+        if execution_timeout is not None:
+            if not execution_timeout > 0:
+                raise InvalidSettings("Interpreter: execution_timeout must be > 0 seconds (or None)")
+            settings = dataclasses.replace(settings, cell_timeout_s=float(execution_timeout))
         if settings.backend == "local":
             raise ConfigError(
                 "Interpreter: sandbox backend 'local' runs code in this process, which is no sandbox; use a "
@@ -70,9 +84,14 @@ class Interpreter:
             )
         self.tools: dict[str, Callable[..., Any]] = dict(tools or {})
         self.output_fields = output_fields
-        self.sandbox_settings = settings
         self._tools_registered = False  # dspy.RLM clears it when it changes the tools
         self._defined: tuple[Any, ...] | None = None
+        try:
+            self._definition()
+        except CodeInterpreterError as exc:
+            raise InvalidSettings(f"Interpreter: {exc}") from None
+        self.sandbox_settings = settings
+        self.callbacks = list(callbacks or [])
         self._sent: dict[str, Any] = {}  # variable name -> the str last sent (bound again, not re-sent)
         self._sandbox: ProcessSandbox | None = None
         self._ended = False
@@ -80,6 +99,7 @@ class Interpreter:
         self._tool_threads: set[int] = set()
 
     # --- life cycle ---------------------------------------------------------------------------------
+    @with_callbacks
     def start(self) -> None:
         """Start the worker (idempotent); a session that ended cannot be started again."""
         if self._ended:
@@ -104,6 +124,7 @@ class Interpreter:
                     ) from exc
         raise AssertionError("unreachable")
 
+    @with_callbacks
     def shutdown(self) -> None:
         """Stop the worker; its state is gone, and this interpreter is not used again."""
         self._ended = True
@@ -129,6 +150,7 @@ class Interpreter:
         return error
 
     # --- execute ------------------------------------------------------------------------------------
+    @with_callbacks
     def execute(self, code: str, variables: dict[str, Any] | None = None) -> Any:
         """Run `code` with `variables` bound: FinalOutput (SUBMIT), the trailing expression's value, the
         printed output, or None. The code's errors raise SyntaxError or CodeExecutionError; a lost worker
@@ -161,6 +183,9 @@ class Interpreter:
             raise CodeInterpreterError(f"rlmx Interpreter: {exc}") from exc
         except SandboxError as exc:
             raise self._lost(str(exc), exc) from exc
+        if result.timed_out:
+            limit = self.sandbox_settings.cell_timeout_s
+            raise self._lost(f"the code exceeded execution timeout of {limit:g} seconds and was stopped")
         if result.restarted:
             raise self._lost(result.error or "the worker was restarted")
         return self._outcome(result)
@@ -237,8 +262,7 @@ class Interpreter:
         name, args, kwargs = params.get("name"), params.get("args"), params.get("kwargs")
         if method != "tool" or not isinstance(args, list) or not isinstance(kwargs, dict):
             raise ToolFailed(f"CodeInterpreterError: the worker sent a malformed request ({method})")
-        fn = self.tools.get(name) if isinstance(name, str) else None
-        if fn is None:
+        if not isinstance(name, str) or name not in self.tools:
             raise ToolFailed(f"CodeInterpreterError: Unknown tool: {name}")
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Any] = loop.create_future()
@@ -250,11 +274,9 @@ class Interpreter:
         def call() -> None:
             self._tool_threads.add(threading.get_ident())
             try:
-                outcome = values.tool_result(_finished(fn(*args, **kwargs)))
-            except Exception as exc:
+                outcome = values.tool_result(self.invoke_tool(name, args, kwargs))
+            except BaseException as exc:  # SystemExit too: the code's error, never the loop's
                 loop.call_soon_threadsafe(settle, None, ToolFailed(f"{type(exc).__name__}: {exc}"))
-            except BaseException as exc:  # KeyboardInterrupt in a tool: the caller's, not the code's
-                loop.call_soon_threadsafe(settle, None, exc)
             else:
                 loop.call_soon_threadsafe(settle, outcome, None)
             finally:
@@ -264,6 +286,13 @@ class Interpreter:
             target=context.copy().run, args=(call,), name=f"rlmx-tool-{name}", daemon=True
         ).start()
         return await done
+
+    @with_callbacks
+    def invoke_tool(self, tool_name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Call one of `tools` (a coroutine is run to its end): what the worker's code gets, before JSON."""
+        if tool_name not in self.tools:
+            raise CodeInterpreterError(f"Unknown tool: {tool_name}")
+        return _finished(self.tools[tool_name](*args, **kwargs))
 
 
 def _finished(result: Any) -> Any:
