@@ -232,7 +232,8 @@ class Interpreter:
                 await sandbox.define(specs, outputs)
                 self._defined, self._tools_registered = key, True
             for name, payload in sends:
-                self._sent.pop(name, None)
+                if payload is not None:
+                    self._sent.pop(name, None)
                 await sandbox.assign(name, payload)
                 if payload is not None and payload.text is not None:
                     self._sent[name] = payload.text
