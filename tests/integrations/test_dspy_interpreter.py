@@ -436,3 +436,17 @@ def test_sub_agents_built_in_the_repl_run_on_the_host_and_nest_on_the_same_facto
         result = rlm(question="?")
     assert result.answer == "pong hi!cpython"
     assert len(made) == 2 and all(i._ended for i in made)  # the nested RLM got its own, from the factory
+
+
+def test_interpreters_run_side_by_side_from_threads() -> None:
+    """DSPy may call a factory concurrently (dspy.Parallel): each interpreter keeps its own state."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def session(n: int) -> list[Any]:
+        with Interpreter(tools={"echo": lambda value: value}) as interpreter:
+            interpreter.execute("seen = []")
+            return [interpreter.execute(f"seen.append(echo({n}) * {i})\nlist(seen)") for i in range(1, 4)][-1]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(session, range(4)))
+    assert results == [[n, 2 * n, 3 * n] for n in range(4)]

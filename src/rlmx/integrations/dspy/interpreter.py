@@ -58,9 +58,10 @@ class Interpreter:
 
     execution_instructions: ClassVar[str] = (
         f"Python runs as native CPython {platform.python_version()} in an isolated worker process: no "
-        "network, the host's files out of reach, a small private working directory. State persists across "
-        "executions. The standard library and the Python packages installed with the host's Python can be "
-        "imported. Host tools and SUBMIT are global functions; their arguments and results cross as JSON."
+        "network, a read-only view of the system's public files (the host's private folders hidden), a small "
+        "private working directory. State persists across executions. The standard library and the Python "
+        "packages installed beside the host's Python can be imported. Host tools and SUBMIT are global "
+        "functions; their arguments and results cross as JSON."
     )
 
     def __init__(
