@@ -122,7 +122,7 @@ class BareRepl:
         self.builtins = dict(vars(builtins))  # the cells' own copy, put back before every cell
         self.names: dict[str, Any] = {"__name__": "__main__", "__builtins__": dict(self.builtins)}
         self.given: dict[str, Any] = {}  # name -> the object DEFINE bound (a stub, SUBMIT)
-        self.kept: dict[str, Any] = {}  # name -> the value ASSIGN sent last
+        self.kept: dict[str, Any] = {}  # name -> the str ASSIGN sent last
         self.define([], None)
 
     def define(self, tools: list[dict[str, Any]], outputs: list[dict[str, Any]] | None) -> None:
@@ -162,8 +162,10 @@ class BareRepl:
             if name not in self.kept:
                 return f"no value of {name!r} was kept to bind again"
             value = self.kept[name]
-        else:
+        elif isinstance(value, str):  # text is kept, to be bound again (the host sends a str once)
             self.kept[name] = value
+        else:
+            self.kept.pop(name, None)
         self.names[name] = value
         return None
 

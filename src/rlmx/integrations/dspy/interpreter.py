@@ -10,6 +10,7 @@ reaches a nested sub-agent), a coroutine to its end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import json
@@ -131,7 +132,8 @@ class Interpreter:
         self._ended = True
         sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None:
-            runtime().run(sandbox.close())
+            with contextlib.suppress(RuntimeError):  # the process is exiting: its zygote takes the worker
+                runtime().run(sandbox.close())
 
     def __enter__(self) -> Interpreter:
         self.start()
@@ -178,6 +180,9 @@ class Interpreter:
         context = contextvars.copy_context()
         try:
             result = runtime().run(self._run(code, sends, definition, context))
+        except (KeyboardInterrupt, SystemExit):
+            self.shutdown()  # the cell was stopped half-way: its worker is not used again
+            raise
         except (EOFError, ConnectionError, BrokenPipeError, asyncio.TimeoutError) as exc:
             raise self._lost("the worker stopped answering", exc) from exc
         except Refused as exc:

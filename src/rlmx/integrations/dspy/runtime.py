@@ -32,11 +32,15 @@ class Runtime:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the loop and wait for its result (from any thread but the loop's own)."""
-        if threading.current_thread() is self.thread:
+        if threading.current_thread() is self.thread or not self.thread.is_alive():
             coro.close()
-            raise RuntimeError("rlmx.integrations.dspy: an interpreter was called from its own event loop")
+            raise RuntimeError("rlmx.integrations.dspy: the interpreters' event loop is not available here")
         future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return future.result()
+        try:
+            return future.result()
+        except BaseException:  # KeyboardInterrupt while waiting: the coroutine stops too
+            future.cancel()
+            raise
 
     def pool(self, settings: SandboxSettings) -> WorkerPool:
         """The zygote of these settings (on the loop)."""
