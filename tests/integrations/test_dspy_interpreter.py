@@ -222,6 +222,31 @@ def test_a_failing_tool_is_a_runtime_error_in_the_code_and_the_tools_can_change(
         interpreter.shutdown()
 
 
+def test_requests_forged_past_the_stubs_are_refused_by_the_host() -> None:
+    """Code that digs out the worker's own bridge can ask for nothing but the tools DSPy gave."""
+    interpreter = Interpreter(tools={"echo": lambda value: value})
+    forge = (
+        "import gc\n"
+        "from rlmx.sandbox.worker import Worker\n"
+        "worker = next(o for o in gc.get_objects() if isinstance(o, Worker))\n"
+        "answers = []\n"
+        "for method, params in [('llm_query', {'prompt': 'x', 'model': None}),\n"
+        "                       ('tool', {'name': 'os_system', 'args': [], 'kwargs': {}})]:\n"
+        "    try:\n"
+        "        answers.append(worker.rpc(method, params))\n"
+        "    except RuntimeError as exc:\n"
+        "        answers.append(str(exc))\n"
+        "answers"
+    )
+    try:
+        answers = interpreter.execute(forge)
+        assert interpreter.execute("echo(5)") == 5
+    finally:
+        interpreter.shutdown()
+    assert answers[0] == "CodeInterpreterError: llm_query is not offered here; only the tools are"
+    assert answers[1] == "CodeInterpreterError: Unknown tool: os_system"
+
+
 def test_a_tool_cannot_run_code_in_its_own_interpreter() -> None:
     holder: dict[str, Interpreter] = {}
     interpreter = Interpreter(tools={"again": lambda: holder["it"].execute("1")})

@@ -217,6 +217,9 @@ class Interpreter:
         if self._tools_registered and key == self._defined:
             return None
         specs = [Tool(fn).spec(name) for name, fn in self.tools.items()]
+        fields = self.output_fields
+        if fields is not None and not (isinstance(fields, list) and all(isinstance(f, dict) for f in fields)):
+            raise CodeInterpreterError('output_fields must be a list of {"name": ..., "type"?: ...} dicts')
         outputs = [
             {"name": values.check_name(f.get("name"), "output field")} for f in self.output_fields or []
         ]
@@ -267,8 +270,10 @@ class Interpreter:
     # --- tools --------------------------------------------------------------------------------------
     async def _tool_call(self, method: str, params: dict[str, Any], context: contextvars.Context) -> Any:
         name, args, kwargs = params.get("name"), params.get("args"), params.get("kwargs")
-        if method != "tool" or not isinstance(args, list) or not isinstance(kwargs, dict):
-            raise ToolFailed(f"CodeInterpreterError: the worker sent a malformed request ({method})")
+        if method != "tool":
+            raise ToolFailed(f"CodeInterpreterError: {method} is not offered here; only the tools are")
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise ToolFailed("CodeInterpreterError: a tool call needs a list of args and a dict of kwargs")
         if not isinstance(name, str) or name not in self.tools:
             raise ToolFailed(f"CodeInterpreterError: Unknown tool: {name}")
         loop = asyncio.get_running_loop()
