@@ -160,7 +160,7 @@ FIGURES = [
     ("execute_ms", "one execute (ms)"),
     ("tool_ms", "one execute with a tool call (ms)"),
     ("var40_first_s", "40 MB variable, first execute (s)"),
-    ("var40_again_s", "40 MB variable, again (s)"),
+    ("var40_again_s", "40 MB variable, the same str again (s)"),
     ("peak_pss_mb", "peak PSS of the process tree (MB)"),
 ]
 
