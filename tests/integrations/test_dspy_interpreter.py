@@ -404,6 +404,8 @@ def test_the_factory_forms_dspy_accepts() -> None:
     assert made[0]._ended  # dspy.RLM shuts down what its factory made
     with pytest.raises(TypeError):
         dspy.RLM("question -> answer", interpreter_factory=Interpreter())  # an instance: refused by DSPy
+    with pytest.raises(ValueError, match="execution_timeout must be > 0"):
+        interpreter_factory(execution_timeout=0)  # checked when the factory is made, not per call
 
 
 # What differs between releases is tested where the release has it (a test, not a skipped one, elsewhere).

@@ -343,16 +343,30 @@ class InterpreterFactory:
 
     execution_instructions: ClassVar[str] = Interpreter.execution_instructions
 
-    def __init__(self, sandbox: SandboxSettings | None = None) -> None:
-        self.sandbox = sandbox
+    def __init__(
+        self,
+        sandbox: SandboxSettings | None = None,
+        execution_timeout: float | None = None,
+        callbacks: list[Any] | None = None,
+    ) -> None:
+        self.sandbox, self.execution_timeout, self.callbacks = sandbox, execution_timeout, callbacks
+        Interpreter(sandbox=sandbox, execution_timeout=execution_timeout)  # the settings, checked now
 
     def __call__(self) -> Interpreter:
-        return Interpreter(sandbox=self.sandbox)
+        return Interpreter(
+            sandbox=self.sandbox, execution_timeout=self.execution_timeout, callbacks=self.callbacks
+        )
 
     def __repr__(self) -> str:
-        return f"InterpreterFactory(sandbox={self.sandbox!r})"
+        return f"InterpreterFactory(sandbox={self.sandbox!r}, execution_timeout={self.execution_timeout!r})"
 
 
-def interpreter_factory(sandbox: SandboxSettings | None = None) -> InterpreterFactory:
-    """`dspy.RLM(..., interpreter_factory=interpreter_factory(SandboxSettings(memory_mb=...)))`."""
-    return InterpreterFactory(sandbox)
+def interpreter_factory(
+    sandbox: SandboxSettings | None = None,
+    *,
+    execution_timeout: float | None = None,
+    callbacks: list[Any] | None = None,
+) -> InterpreterFactory:
+    """`dspy.RLM(..., interpreter_factory=interpreter_factory(SandboxSettings(memory_mb=...)))`: a factory
+    whose interpreters take these settings (see `Interpreter`)."""
+    return InterpreterFactory(sandbox, execution_timeout, callbacks)
