@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/dspy_interpreter.py      # medians of 3 driver runs each
     .venv/bin/python benchmarks/dspy_interpreter.py --repeats 5 --json results/dspy_interpreter.json
 
-Both interpreters run in driver processes of the same Python (the DSPy environment's, with rlmx's source
+Both interpreters (and DSPy's LocalInterpreter, a plain subprocess it documents as no sandbox, for
+reference) run in driver processes of the same Python (the DSPy environment's, with rlmx's source
 on PYTHONPATH), one driver per interpreter and repeat, alternating. Each driver measures: start-up (a
 new interpreter to its first result; the first in the process, and later ones), one execute (a line of
 code), one tool call, a 40 MB string variable (its first execute, and the same variable again), and this
@@ -36,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.measure import TreeSampler  # noqa: E402
 
 DSPY_PYTHON = ROOT / "benchmarks" / ".venvs" / "dspy" / "bin" / "python"
-KINDS = ("rlmx", "deno")
+KINDS = ("rlmx", "deno", "local")  # local: DSPy's LocalInterpreter, a plain subprocess (no sandbox)
 VAR_CHARS = 40 * 1024 * 1024
 
 LINE_READER = """\
@@ -88,6 +89,8 @@ def deno_factory() -> Any:
 def drive(kind: str) -> dict[str, Any]:
     if kind == "rlmx":
         from rlmx.integrations.dspy import Interpreter as make
+    elif kind == "local":
+        from dspy.primitives.local_interpreter import LocalInterpreter as make
     else:
         make = deno_factory()
 
@@ -166,11 +169,15 @@ FIGURES = [
 
 
 def table(medians: dict[str, dict[str, float]], errors: dict[str, str]) -> str:
-    rows = ["| figure | rlmx | DSPy Deno | Deno / rlmx |", "|---|---:|---:|---:|"]
+    rows = [
+        "| figure | rlmx | DSPy Deno | Deno / rlmx | DSPy LocalInterpreter (no sandbox) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for key, label in FIGURES:
         ours, theirs = medians.get("rlmx", {}).get(key), medians.get("deno", {}).get(key)
+        local = medians.get("local", {}).get(key)
         ratio = f"{theirs / ours:.1f}x" if ours and theirs else "-"
-        rows.append(f"| {label} | {_fmt(ours)} | {_fmt(theirs)} | {ratio} |")
+        rows.append(f"| {label} | {_fmt(ours)} | {_fmt(theirs)} | {ratio} | {_fmt(local)} |")
     for kind, error in errors.items():
         rows.append(f"\n{kind} unavailable: {error}")
     return "\n".join(rows)
