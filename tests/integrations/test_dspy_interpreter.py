@@ -477,3 +477,27 @@ def test_interpreters_run_side_by_side_from_threads() -> None:
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(session, range(4)))
     assert results == [[n, 2 * n, 3 * n] for n in range(4)]
+
+
+if hasattr(dspy, "Flex"):  # 3.4: a module whose forward() is code, run in the interpreter
+
+    def test_flex_runs_its_module_code_in_the_worker_with_predictors_on_the_host() -> None:
+        class Count(dspy.Signature):
+            text: str = dspy.InputField()
+            words: int = dspy.OutputField()
+
+        module = (
+            "class Counter(dspy.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.guess = dspy.Predict('text: str -> words: int')\n"
+            "\n"
+            "    def forward(self, **inputs):\n"
+            "        import os\n"
+            "        counted = len(inputs['text'].split()) * (1 if os.getpid() != HOST_PID else 1000)\n"
+            "        return dspy.Prediction(words=counted * 10 + self.guess(text=inputs['text']).words)\n"
+        ).replace("HOST_PID", str(os.getpid()))
+        program = dspy.Flex(Count, interpreter_factory=Interpreter)
+        program._bind_code(module)
+        with dspy.context(lm=DummyLM([{"words": 3}])):
+            assert program(text="a b c").words == 33  # counted in the worker (another process), guessed here
