@@ -335,6 +335,23 @@ def test_model_code_reaches_no_network() -> None:
         listener.close()
 
 
+@pytest.mark.parametrize("backend", ["process-namespaces", "process-landlock"])
+def test_each_isolation_layer_runs_the_bare_worker_and_refuses_sockets(backend: str) -> None:
+    interpreter = Interpreter(tools={"echo": lambda value: value}, sandbox=SandboxSettings(backend=backend))
+    try:
+        try:
+            interpreter.start()
+        except CodeInterpreterError as exc:  # the kernel cannot build this layer (as tests/sandbox say)
+            pytest.skip(f"{backend} is not available on this host: {exc}")
+        assert interpreter._sandbox is not None
+        assert interpreter._sandbox.isolation()["layer"] == backend.removeprefix("process-")
+        assert interpreter.execute("echo(2) + len(doc)", {"doc": "abc"}) == 5
+        code = "import socket\ntry:\n    socket.socket()\n    r = 'made'\nexcept OSError as e:\n    r = str(e)\nr"
+        assert interpreter.execute(code) != "made"
+    finally:
+        interpreter.shutdown()
+
+
 # --- dspy.RLM end to end -----------------------------------------------------------------------------
 
 
