@@ -1,5 +1,5 @@
-"""The interpreter against every supported DSPy release: test_dspy_interpreter.py runs again in a pytest
-of its own, with that release installed in a folder first on PYTHONPATH (dspy_support.install_dspy).
+"""The interpreter against every supported DSPy release: test_dspy_interpreter.py and test_dspy_rlm.py run
+again in a pytest of their own, with that release installed in a folder first on PYTHONPATH (dspy_support.install_dspy).
 The first run installs each release (about a minute); under CI=true a failed install fails the test."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_the_interpreter_passes_its_tests_on_the_release(release: tuple[str, Pat
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(target)]), "RLMX_DSPY_EXPECT": version}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-m", ""]
     done = subprocess.run(
-        [*command, str(HERE / "test_dspy_interpreter.py")],
+        [*command, str(HERE / "test_dspy_interpreter.py"), str(HERE / "test_dspy_rlm.py")],
         env=env,
         cwd=HERE.parent.parent,
         capture_output=True,
