@@ -39,12 +39,17 @@ SAMPLES: list[tuple[frames.Frame, frames.Direction]] = [
     (frames.RpcResult(6, failure=frames.RpcFailure("budget", "no calls left")), frames.HOST_TO_WORKER),
     (frames.Shutdown(), frames.HOST_TO_WORKER),
     (frames.Put(7, "context_1", "inline-json"), frames.HOST_TO_WORKER),
+    (frames.Define(9, [{"name": "t", "params": []}], [{"name": "answer"}]), frames.HOST_TO_WORKER),
+    (frames.Define(10, [], None), frames.HOST_TO_WORKER),
+    (frames.Assign(11, "data", "inline-text", False), frames.HOST_TO_WORKER),
+    (frames.Assign(12, "data", "none", True), frames.HOST_TO_WORKER),
     (frames.Ready(99, {"type": "str", "chars": 3}), frames.WORKER_TO_HOST),
     (frames.ExecResult(3, "out", None, {"kind": "final", "text": "a"}, ["x"], None), frames.WORKER_TO_HOST),
     (
         frames.ExecResult(3, "", "Error", {"kind": "answer_dict", "json": None}, [], "threads"),
         frames.WORKER_TO_HOST,
     ),
+    (frames.ExecResult(13, "", None, {"kind": "submit", "json": {"a": 1}}, [], None), frames.WORKER_TO_HOST),
     (frames.VarResult(4, {"json": {"ok": True}}, None), frames.WORKER_TO_HOST),
     (frames.VarResult(4, None, "no variable"), frames.WORKER_TO_HOST),
     (frames.PutResult(7, None), frames.WORKER_TO_HOST),
@@ -86,7 +91,7 @@ def test_every_frame_type_has_a_direction_and_a_sample() -> None:
     directions = [frames.HOST_TO_WORKER, frames.WORKER_TO_HOST, frames.HOST_TO_ZYGOTE, frames.ZYGOTE_TO_HOST]
     types = {kind for d in directions for kind in d}
     assert types == {f.TYPE for f, _ in SAMPLES}
-    assert len(types) == 16  # the eleven worker frames and the five zygote control frames (shutdown shared)
+    assert len(types) == 18  # the thirteen worker frames and the five zygote control frames (shutdown shared)
 
 
 def test_attachments_travel_beside_the_json_by_name() -> None:

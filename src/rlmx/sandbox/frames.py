@@ -56,13 +56,16 @@ class Record:
 @dataclass(eq=False, repr=False)
 class ReplOptions(Record):
     """What the engine decides about a REPL: its dialect, the user's tools (specs of host functions and
-    plain values, see rlmx.repl.tools), and whether it is a session's (which later gets `put` values)."""
+    plain values, see rlmx.repl.tools), and whether it is a session's (which later gets `put` values).
+    `bare`: a REPL with none of rlmx's names, whose caller owns the namespace (DSPy's interpreter:
+    tools and SUBMIT come with DEFINE, values with ASSIGN; see rlmx.sandbox.bare)."""
 
     dialect: ReplDialect = RLMX
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_values: dict[str, Any] = field(default_factory=dict)
     tool_max_bytes: int = 1_000_000
     session: bool = False
+    bare: bool = False
 
 
 @dataclass(eq=False, repr=False)
@@ -189,9 +192,36 @@ class Put(Frame):
     context_kind: PutKind
 
 
+@dataclass(eq=False, repr=False)
+class Define(Frame):
+    """A bare REPL's host functions (tool specs, as rlmx.repl.tools describes them) and its SUBMIT's
+    fields ([{name}], or None: `SUBMIT(output)`), replacing those of the last DEFINE."""
+
+    TYPE = "define"
+    id: int
+    tools: list[dict[str, Any]]
+    outputs: list[dict[str, Any]] | None
+
+
+@dataclass(eq=False, repr=False)
+class Assign(Frame):
+    """A value bound to a name in a bare REPL (attached as `value`), or with `reuse`, the value the last
+    ASSIGN of that name sent, bound again (nothing attached)."""
+
+    TYPE = "assign"
+    ATTACHMENTS = frozenset({"value"})
+    id: int
+    name: str
+    context_kind: PutKind
+    reuse: bool
+
+
 # worker -> host
 
-FINAL_KINDS = ("final", "final_var", "answer_dict")
+# a bare REPL's cells end with `submit` (SUBMIT's fields), `value` (the trailing expression's) or
+# `raised` ({type, message, args, syntax}: the error its code raised)
+BARE_KINDS = ("submit", "value", "raised")
+FINAL_KINDS = ("final", "final_var", "answer_dict", *BARE_KINDS)
 
 
 @dataclass(eq=False, repr=False)
@@ -318,7 +348,7 @@ def _direction(*kinds: type[Frame]) -> Direction:
     return types.MappingProxyType({kind.TYPE: kind for kind in kinds})
 
 
-HOST_TO_WORKER = _direction(Init, Exec, GetVar, RpcResult, Shutdown, Put)
+HOST_TO_WORKER = _direction(Init, Exec, GetVar, RpcResult, Shutdown, Put, Define, Assign)
 WORKER_TO_HOST = _direction(Ready, ExecResult, VarResult, PutResult, Rpc)
 HOST_TO_ZYGOTE = _direction(Setup, Spawn, Shutdown)
 ZYGOTE_TO_HOST = _direction(ZygoteReady, ZygoteFailed, Spawned)

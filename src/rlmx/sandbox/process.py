@@ -142,16 +142,36 @@ class ProcessSandbox:
     async def _put(self, name: str, payload: ContextPayload) -> None:
         self.next_id += 1
         kind = cast(frames.PutKind, payload.kind)
-        await self._send(frames.Put(self.next_id, name, kind), ("value", payload))
+        await self._request(frames.Put(self.next_id, name, kind), ("value", payload), f"take {name}")
+
+    async def define(self, tools: list[dict[str, Any]], outputs: list[dict[str, Any]] | None) -> None:
+        """A bare REPL's host functions and SUBMIT fields (frames.Define); refused: SandboxError."""
+        self.next_id += 1
+        await self._request(frames.Define(self.next_id, tools, outputs), None, "define its functions")
+
+    async def assign(self, name: str, payload: ContextPayload | None) -> None:
+        """Bind a value in a bare REPL (frames.Assign); None: the value last sent under `name`."""
+        self.next_id += 1
+        kind = cast(frames.PutKind, payload.kind if payload is not None else "none")
+        frame = frames.Assign(self.next_id, name, kind, payload is None)
+        await self._request(frame, None if payload is None else ("value", payload), f"take {name}")
+
+    async def _request(
+        self, frame: frames.Frame, attachment: tuple[str, ContextPayload] | None, what: str
+    ) -> None:
+        """Send a frame the worker answers with PUT_RESULT, and wait for that answer."""
+        if self.handle is None:
+            raise SandboxError("the sandbox is not running")
+        await self._send(frame, attachment)
         item = await asyncio.wait_for(self.inbox.get(), self.settings.start_timeout_s)
         if isinstance(item, WorkerGone):
             raise EOFError("the REPL worker is gone")
         if isinstance(item, Broken):
             raise item.error
-        if not isinstance(item, frames.PutResult) or item.id != self.next_id:
-            raise ProtocolViolation(f"REPL worker answered put with {_what(item)}")
+        if not isinstance(item, frames.PutResult) or item.id != getattr(frame, "id", None):
+            raise ProtocolViolation(f"REPL worker answered {frame.TYPE} with {_what(item)}")
         if item.error is not None:
-            raise SandboxError(f"the REPL could not take {name}: {item.error}")
+            raise SandboxError(f"the REPL could not {what}: {item.error}")
 
     async def _read_frames(self, reader: asyncio.StreamReader) -> None:
         """The worker's frames, checked, into the inbox; then WorkerGone or Broken, and nothing more."""

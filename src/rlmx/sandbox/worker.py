@@ -81,6 +81,7 @@ class Worker:
         self.is_fork = False  # this process is a fork made by the model's code, not the worker
         self.context_stats: dict[str, Any] | None = None  # the context's shape and size, for READY
         self.cell_out: CappedWriter | None = None  # the running cell's output (the worker's notes go there)
+        self.bare: Any = None  # a bare REPL (rlmx.sandbox.bare.BareRepl) instead of `repl`, if INIT asks
 
     # --- RPC to the host -----------------------------------------------------------------------
     def forked(self) -> None:
@@ -167,6 +168,11 @@ class Worker:
         settings = frame.settings
         self.output_chars = settings.output_chars
         self.cell_cpu_s = settings.cell_cpu_s
+        if settings.repl.bare:
+            from rlmx.sandbox.bare import BareRepl
+
+            self.bare = BareRepl(lambda params: self.rpc("tool", params))
+            return
         self.repl.fill(
             context,
             view,
@@ -234,11 +240,46 @@ class Worker:
     def disarm_cpu_limit(self) -> None:
         self.arm_cpu_limit(in_cell=False)
 
+    def run_bare_cell(self, code: str, exec_id: int = 0) -> frames.ExecResult:
+        """Run one cell of a bare REPL (rlmx.sandbox.bare): how it ended is its `final`."""
+        out = CappedWriter(self.output_chars)
+        saved = self.redirect(out)
+        self.cell_out = out
+        self.arm_cpu_limit()
+        self.in_cell = True
+        final: dict[str, Any] | None = None
+        try:
+            final = self.bare.run(code)
+        except BaseException as exc:  # the CPU limit's signal after the cell's own handlers
+            final = self.bare.raised(exc)
+        finally:
+            self.in_cell = False
+            self.disarm_cpu_limit()
+            self.restore(saved)
+        out.write(self._fd_output())
+        self.cell_out = None
+        raised = final["json"] if final is not None and final["kind"] == "raised" else None
+        error = raised["traceback"] if raised else None
+        restart = None
+        if raised and raised["type"] == CPUTimeExceeded.__name__ and threading.active_count() > 1:
+            restart = "threads the code started were still running"
+        return frames.ExecResult(exec_id, out.render(), error, final, [], restart)
+
+    def bare_frame(self, frame: frames.Define | frames.Assign, blob: bytes) -> str | None:
+        """DEFINE or ASSIGN, for a bare REPL only: None, or why it could not be done."""
+        if self.bare is None:
+            raise SystemExit(f"protocol violation: {frame.TYPE} is for a bare REPL")
+        return self.bare.take(
+            frame, lambda: _load_payload(getattr(frame, "context_kind", ""), blob, {}).value
+        )
+
     def run_cell(self, code: str, exec_id: int = 0) -> frames.ExecResult:
         """Run one cell. Its result: the output, the error, and the answer it gave (`final`): FINAL /
         FINAL_VAR's if it called one, else the `answer` dict's when the cell left it ready -- reported
         even when the cell then raised (the host decides). Reserved names the code rebound are put
         back, and the output says so."""
+        if self.bare is not None:
+            return self.run_bare_cell(code, exec_id)
         out = CappedWriter(self.output_chars)
         self.repl.start_cell()
         error = None
@@ -307,7 +348,7 @@ class Worker:
         return data.decode("utf-8", "replace")
 
     def get_var(self, name: str, var_id: int = 0) -> frames.VarResult:
-        names = self.repl.names
+        names = self.bare.names if self.bare is not None else self.repl.names
         if name not in names:
             return frames.VarResult(var_id, None, f"no variable named {name!r} in the REPL")
         return frames.VarResult(var_id, encode_value(names[name]), None)
@@ -337,6 +378,9 @@ class Worker:
                 frames.write(self.out_fd, self.get_var(frame.name, frame.id))
             elif isinstance(frame, frames.Put):
                 error = self.put(frame, attached.get("value", b""))
+                frames.write(self.out_fd, frames.PutResult(frame.id, error))
+            elif isinstance(frame, (frames.Define, frames.Assign)):
+                error = self.bare_frame(frame, attached.get("value", b""))
                 frames.write(self.out_fd, frames.PutResult(frame.id, error))
             elif isinstance(frame, frames.Shutdown):
                 return

@@ -1,0 +1,1 @@
+"""Other frameworks over rlmx's isolated REPL: `rlmx.integrations.dspy` (DSPy's code interpreter)."""

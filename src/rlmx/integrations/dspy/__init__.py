@@ -1,0 +1,9 @@
+"""rlmx as DSPy's code interpreter: `dspy.RLM(signature, interpreter_factory=Interpreter)`.
+
+Model code runs in native CPython in rlmx's isolated worker (namespaces, or Landlock + seccomp); DSPy's
+tools run on the host across the worker's bridge. See docs/integrations/dspy.md.
+"""
+
+from rlmx.integrations.dspy.interpreter import Interpreter, interpreter_factory
+
+__all__ = ["Interpreter", "interpreter_factory"]
