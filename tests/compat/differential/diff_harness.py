@@ -1,0 +1,121 @@
+"""Run a scenario through the official `rlms` 0.1.3 and through `rlmx.compat.rlms`, each against its
+own scripted server over HTTP, and observe both the same way.
+
+The official side runs in its own virtual environment (benchmarks/.venvs/official, made by
+benchmarks/peers/setup.py); the rlmx side runs with the repository's `src` first on PYTHONPATH, or
+RLMX_COMPAT_SRC's when that is set (for trying another checkout's compat layer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from diff_policies import first_line, kind_of
+from diff_scenarios import Scenario
+
+from rlmx.testing import ScriptedServer
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+DRIVER = HERE / "diff_driver.py"
+SETUP = ROOT / "benchmarks" / "peers" / "setup.py"
+OFFICIAL_PYTHON = ROOT / "benchmarks" / ".venvs" / "official" / "bin" / "python"
+SIDES = ("official", "compat")
+ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*$")
+
+
+def compat_src() -> Path:
+    return Path(os.environ.get("RLMX_COMPAT_SRC") or ROOT / "src").resolve()
+
+
+def ensure_official_env() -> Path:
+    """The official environment, created on first use (idempotent); raises RuntimeError when it cannot be."""
+    proc = subprocess.run(
+        [sys.executable, str(SETUP), "official"], capture_output=True, text=True, timeout=900, cwd=ROOT
+    )
+    ok = proc.returncode == 0 and OFFICIAL_PYTHON.exists()
+    check = subprocess.run([str(OFFICIAL_PYTHON), "-c", "import rlm, dotenv"], capture_output=True) if ok else None
+    if not ok or check is None or check.returncode != 0:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+        raise RuntimeError(f"could not create the official rlms 0.1.3 environment with {SETUP}: {tail}")
+    return OFFICIAL_PYTHON
+
+
+def side_command(side: str) -> tuple[list[str], dict[str, str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PYTHONPATH"))}
+    env["RLMX_DIFF_SIDE"] = side
+    if side == "official":
+        return [str(OFFICIAL_PYTHON)], env
+    env["PYTHONPATH"] = str(compat_src())
+    return [sys.executable], env
+
+
+def message_skeleton(message: dict[str, Any]) -> list[str]:
+    """[role, first line, ...] of a message: the system prompt's words are each side's own, so not kept;
+    a user message adds its later `Turn i/N:` and `Note: ...` lines, REPL feedback its `Type: message`
+    error lines."""
+    role, text = message["role"], str(message.get("content", ""))
+    if role == "system":
+        return [role, "<system prompt>"]
+    row = [role, first_line(text)]
+    if role != "user":
+        return row
+    lines = [line.strip() for line in text.splitlines()[1:]]
+    if row[1].startswith("REPL output"):
+        row += [line for line in lines if ERROR_LINE.match(line)]
+    return row + [line for line in lines if line.startswith(("Note:", "Turn "))]
+
+
+@dataclass
+class Observation:
+    side: str
+    result: dict[str, Any] | None  # the driver's JSON, None when it crashed
+    requests: list[dict[str, Any]]
+    crash: str | None = None
+
+
+def run_side(side: str, scenario: Scenario, workdir: Path) -> Observation:
+    workdir.mkdir(parents=True, exist_ok=True)
+    script = scenario.script()
+    with ScriptedServer(script) as srv:
+        spec = {
+            "url": srv.url,
+            "rlm": scenario.rlm_kwargs(),
+            "calls": scenario.calls,
+            "tools": scenario.tools,
+            "logger": scenario.logger,
+            "log_dir": str(workdir / "logs") if scenario.logger == "dir" else None,
+            "callbacks": scenario.callbacks,
+            "result_file": str(workdir / "result.json"),
+        }
+        spec_file = workdir / "scenario.json"
+        spec_file.write_text(json.dumps(spec, indent=1))
+        cmd, env = side_command(side)
+        try:
+            proc = subprocess.run(
+                [*cmd, str(DRIVER), str(spec_file)],
+                capture_output=True,
+                text=True,
+                timeout=scenario.timeout_s,
+                env=env,
+                cwd=workdir,
+            )
+            crash = None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1]
+            (workdir / "stderr.txt").write_text(proc.stderr)
+        except subprocess.TimeoutExpired:
+            crash = f"the driver did not finish in {scenario.timeout_s:.0f} s"
+        marker = script.root_marker if script.child is not None else None
+        requests = [
+            {"kind": kind_of(r.messages, marker), "messages": [message_skeleton(m) for m in r.messages]}
+            for r in srv.requests
+        ]
+    result_file = workdir / "result.json"
+    result = json.loads(result_file.read_text()) if crash is None and result_file.exists() else None
+    return Observation(side, result, requests, crash)

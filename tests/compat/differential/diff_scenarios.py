@@ -1,0 +1,259 @@
+"""The scenarios of the differential tests (issue 27, "Proof against the real package").
+
+Each one is the same `RLM(...)` keyword arguments, the same `completion` calls and the same scripted
+model for both sides. Model turns are `repl` blocks written for the official runtime's contract (the
+`answer` dict); what each scenario checks is in its `about`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from diff_policies import Script
+
+
+def repl(*lines: str, text: str = "") -> str:
+    body = "\n".join(lines)
+    return f"{text}\n```repl\n{body}\n```" if text else f"```repl\n{body}\n```"
+
+
+def answer(expr: str) -> list[str]:
+    return [f"answer['content'] = {expr}", "answer['ready'] = True"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    about: str
+    script: Callable[[], Script]
+    calls: list[dict[str, Any]]
+    rlm: dict[str, Any] = field(default_factory=dict)
+    tools: str | None = None
+    logger: str | None = None  # None, "memory" or "dir"
+    callbacks: bool = False
+    timeout_s: float = 180.0
+
+    def rlm_kwargs(self) -> dict[str, Any]:
+        base = {
+            "backend": "openai",
+            "backend_kwargs": {"model_name": "scripted", "api_key": "x"},
+            "environment": "local",
+            "max_iterations": 5,
+        }
+        return {**base, **self.rlm}
+
+
+CTX = "alpha beta gamma\ndelta 7\n"
+
+
+def _sub_call() -> Script:
+    return Script(
+        root=[
+            repl("r = llm_query('What is 2+2? Reply with a number.')", "print(r)", text="Ask a sub-model."),
+            repl(*answer("r")),
+        ],
+        sub="4",
+    )
+
+
+def _loop(turn: str) -> Callable[[], Script]:
+    return lambda: Script(root=[turn])
+
+
+SCENARIOS: list[Scenario] = [
+    Scenario(
+        "sub_call",
+        "llm_query from model code; its reply becomes the answer",
+        _sub_call,
+        [{"prompt": CTX, "root_prompt": "What is 2+2?"}],
+    ),
+    Scenario(
+        "out_of_iterations",
+        "no answer in max_iterations=2 turns: the runtime asks once more for a final answer",
+        _loop(repl("print('still looking')")),
+        [{"prompt": CTX, "root_prompt": "Find it."}],
+        rlm={"max_iterations": 2},
+    ),
+    Scenario(
+        "custom_tools",
+        "a function tool, a {'tool', 'description'} tool and a constant, called from model code",
+        lambda: Script(
+            root=[
+                repl("n = word_count(context) + lookup('beta') + LIMIT", "print(n)"),
+                repl(*answer("str(n)")),
+            ]
+        ),
+        [{"prompt": CTX, "root_prompt": "Count."}],
+        tools="basic",
+    ),
+    Scenario(
+        "depth_2",
+        "max_depth=2: rlm_query starts a child RLM (its context is the prompt), whose rlm_query is a plain call",
+        lambda: Script(
+            root=[repl("r = rlm_query('CHILD-TASK: say hi')", "print(r)"), repl(*answer("r"))],
+            child=[repl("s = rlm_query('LEAF: ping')", *answer("context[:10] + '/' + s"))],
+            root_marker="ROOT-TASK",
+            sub="pong",
+        ),
+        [{"prompt": CTX, "root_prompt": "ROOT-TASK: delegate."}],
+        rlm={"max_depth": 2},
+        callbacks=True,
+    ),
+    Scenario(
+        "non_string_answer",
+        "answer['content'] set to a dict: the response is its str()",
+        lambda: Script(root=[repl(*answer("{'n': 3, 'items': [1, 2]}"))]),
+        [{"prompt": CTX, "root_prompt": "Structure."}],
+    ),
+    Scenario(
+        "dict_context",
+        "a dict prompt: the REPL's context is the dict",
+        lambda: Script(
+            root=[
+                repl(
+                    "print(type(context).__name__, sorted(context))",
+                    *answer("str(sum(len(v.split()) for v in context.values()))"),
+                )
+            ]
+        ),
+        [{"prompt": {"doc1": "alpha", "doc2": "beta gamma"}, "root_prompt": "How many words?"}],
+    ),
+    Scenario(
+        "message_list_context",
+        "a list of chat messages as the prompt: the REPL's context as the code sees it",
+        lambda: Script(root=[repl(*answer("repr(context)"))]),
+        [
+            {
+                "prompt": [
+                    {"role": "user", "content": "hello there"},
+                    {"role": "assistant", "content": "hi"},
+                ],
+                "root_prompt": "Who spoke first?",
+            }
+        ],
+    ),
+    Scenario(
+        "without_root_prompt",
+        "completion(prompt) alone: the prompt is the context, no question",
+        lambda: Script(root=[repl(*answer("context.split()[-1].strip('.')"))]),
+        [{"prompt": "The secret is 42."}],
+    ),
+    Scenario(
+        "with_root_prompt",
+        "the same with root_prompt: the question goes into the first user message",
+        lambda: Script(root=[repl(*answer("context.split()[-1].strip('.')"))]),
+        [{"prompt": "The secret is 42.", "root_prompt": "What is the secret?"}],
+    ),
+    Scenario(
+        "max_errors",
+        "max_errors=2 and every block raises: ErrorThresholdExceededError after the second turn",
+        _loop(repl("1 / 0", text="Try.")),
+        [{"prompt": CTX, "root_prompt": "Divide."}],
+        rlm={"max_errors": 2},
+    ),
+    Scenario(
+        "error_then_recovery",
+        "an error, a clean turn (the count resets), an error, then the answer: no exception",
+        lambda: Script(
+            root=[
+                repl("undefined_name"),
+                repl("print('fine')"),
+                repl("1 / 0"),
+                repl(*answer("'recovered'")),
+            ]
+        ),
+        [{"prompt": CTX, "root_prompt": "Recover."}],
+        rlm={"max_errors": 2},
+    ),
+    Scenario(
+        "logger_memory",
+        "RLMLogger() in memory: the trajectory in metadata; the on_* callbacks",
+        _sub_call,
+        [{"prompt": CTX, "root_prompt": "What is 2+2?"}],
+        logger="memory",
+        callbacks=True,
+    ),
+    Scenario(
+        "logger_dir",
+        "RLMLogger(log_dir=...): the JSONL records' types and keys",
+        _sub_call,
+        [{"prompt": CTX, "root_prompt": "What is 2+2?"}],
+        logger="dir",
+    ),
+    Scenario(
+        "python_fence",
+        "a ```python block is not run by the official runtime; the ```repl block after it is",
+        lambda: Script(
+            root=[
+                "```python\nanswer['content'] = 'from-python-fence'\nanswer['ready'] = True\n```",
+                repl(*answer("'from-repl'")),
+            ]
+        ),
+        [{"prompt": CTX, "root_prompt": "Which fence?"}],
+    ),
+    Scenario(
+        "final_text",
+        "FINAL(...) in the reply's text is not an ending in the official runtime",
+        lambda: Script(root=["FINAL(from-final-text)", repl(*answer("'from-repl'"))]),
+        [{"prompt": CTX, "root_prompt": "Finish."}],
+    ),
+    Scenario(
+        "answer_rebound",
+        "answer rebound to a str (restored to the dict), then to a plain ready dict (taken)",
+        lambda: Script(
+            root=[
+                repl("answer = 'not a dict'", "print(isinstance(answer, dict))"),
+                repl("print(isinstance(answer, dict))", "answer = {'content': 'rebound', 'ready': True}"),
+            ]
+        ),
+        [{"prompt": CTX, "root_prompt": "Rebind."}],
+    ),
+    Scenario(
+        "timeout",
+        "max_timeout=3 s and root turns that take 2 s: TimeoutExceededError before the third turn",
+        lambda: Script(root=[repl("print('slow')", text="Turn.")], root_delay_s=2.0),
+        [{"prompt": CTX, "root_prompt": "Take your time."}],
+        rlm={"max_timeout": 3.0},
+    ),
+    Scenario(
+        "token_limit",
+        "max_tokens=250, 110 tokens a call: TokenLimitExceededError after the third turn (330 tokens)",
+        _loop(repl("print('more')", text="Going on.")),
+        [{"prompt": CTX, "root_prompt": "Spend."}],
+        rlm={"max_tokens": 250},
+    ),
+    Scenario(
+        "persistent",
+        "persistent=True: a variable, context_1 and the first call's history reach the second call",
+        lambda: Script(
+            root=[
+                repl("kept = 41", *answer("'one'")),
+                repl(
+                    "print(kept + 1, context_1, type(history).__name__)",
+                    *answer("str(kept + 1) + ' ' + context_1"),
+                ),
+            ]
+        ),
+        [
+            {"prompt": "first context", "root_prompt": "Q1"},
+            {"prompt": "second context", "root_prompt": "Q2"},
+        ],
+        rlm={"persistent": True},
+    ),
+    Scenario(
+        "compaction",
+        "compaction=True at a tiny threshold: a summary request before every turn; `history` in the REPL",
+        lambda: Script(
+            root=[
+                repl("print('step one')"),
+                repl(*answer("type(history).__name__ + ':' + str(len(history))")),
+            ]
+        ),
+        [{"prompt": CTX, "root_prompt": "Compact."}],
+        rlm={"compaction": True, "compaction_threshold_pct": 0.001},
+    ),
+]
+
+BY_NAME = {s.name: s for s in SCENARIOS}
