@@ -76,9 +76,7 @@ def trajectory(metadata: Any) -> Any:
         "iteration_keys": sorted({k for it in iterations if isinstance(it, dict) for k in it}),
         "final_answers": [it.get("final_answer") for it in iterations if isinstance(it, dict)],
         "code_block_keys": sorted({k for b in blocks if isinstance(b, dict) for k in b}),
-        "result_keys": sorted(
-            {k for b in blocks if isinstance(b, dict) for k in (b.get("result") or {})}
-        ),
+        "result_keys": sorted({k for b in blocks if isinstance(b, dict) for k in (b.get("result") or {})}),
     }
 
 
@@ -87,7 +85,9 @@ def completion_record(result: Any) -> dict[str, Any]:
     usage_dict = usage.to_dict() if hasattr(usage, "to_dict") else usage
     return {
         "class": type(result).__name__,
-        "response": result.response if isinstance(result.response, (str, int, float, bool)) else repr(result.response),
+        "response": result.response
+        if isinstance(result.response, (str, int, float, bool))
+        else repr(result.response),
         "response_type": type(result.response).__name__,
         "root_model": result.root_model,
         "prompt_type": type(result.prompt).__name__,
@@ -104,7 +104,9 @@ def exception_record(exc: BaseException) -> dict[str, Any]:
     return {
         "type": type(exc).__name__,
         "official_name": getattr(api, type(exc).__name__, None) is type(exc),
-        "fields": {k: v if isinstance(v, (str, int, float, bool, type(None))) else repr(v) for k, v in fields.items()},
+        "fields": {
+            k: v if isinstance(v, (str, int, float, bool, type(None))) else repr(v) for k, v in fields.items()
+        },
         "message": str(exc),
     }
 
@@ -129,7 +131,9 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
         kwargs["on_iteration_start"] = lambda depth, i: events.append(["iteration_start", depth, i])
         kwargs["on_iteration_complete"] = lambda depth, i, s: events.append(["iteration_complete", depth, i])
         kwargs["on_subcall_start"] = lambda depth, model, p: events.append(["subcall_start", depth, model])
-        kwargs["on_subcall_complete"] = lambda depth, model, s, e: events.append(["subcall_complete", depth, model, e])
+        kwargs["on_subcall_complete"] = lambda depth, model, s, e: events.append(
+            ["subcall_complete", depth, model, e]
+        )
     logger = None
     if spec.get("logger") == "memory":
         logger = RLMLogger()
@@ -142,7 +146,7 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
         for call in spec["calls"]:
             try:
                 result = rlm.completion(call["prompt"], root_prompt=call.get("root_prompt"))
-            except Exception as exc:  # noqa: BLE001 - the record is the point
+            except Exception as exc:
                 calls.append({"exception": exception_record(exc)})
                 break
             calls.append({"completion": completion_record(result)})

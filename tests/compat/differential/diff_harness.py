@@ -41,7 +41,11 @@ def ensure_official_env() -> Path:
         [sys.executable, str(SETUP), "official"], capture_output=True, text=True, timeout=900, cwd=ROOT
     )
     ok = proc.returncode == 0 and OFFICIAL_PYTHON.exists()
-    check = subprocess.run([str(OFFICIAL_PYTHON), "-c", "import rlm, dotenv"], capture_output=True) if ok else None
+    check = (
+        subprocess.run([str(OFFICIAL_PYTHON), "-c", "import rlm, dotenv"], capture_output=True)
+        if ok
+        else None
+    )
     if not ok or check is None or check.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         raise RuntimeError(f"could not create the official rlms 0.1.3 environment with {SETUP}: {tail}")
@@ -79,6 +83,9 @@ class Observation:
     result: dict[str, Any] | None  # the driver's JSON, None when it crashed
     requests: list[dict[str, Any]]
     crash: str | None = None
+
+
+OBSERVED: dict[str, tuple[Observation, Observation]] = {}  # scenario -> (official, compat), for the table
 
 
 def run_side(side: str, scenario: Scenario, workdir: Path) -> Observation:

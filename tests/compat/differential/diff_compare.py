@@ -1,0 +1,123 @@
+"""What is compared between the two sides, normalised, and the one-line summaries of the table.
+
+A field is compared exactly after normalisation: the system prompt (each side writes its own) is
+reduced to its role, the first-line rewordings in REWORDINGS map both sides' wording to one name, and
+times are reduced to their type (an elapsed time also to whether it passed the limit).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from diff_harness import Observation
+
+FIELDS = (
+    "crash",
+    "requests",
+    "outcome",
+    "exception_message",
+    "usage",
+    "completion_shape",
+    "logger",
+    "events",
+)
+
+
+@dataclass(frozen=True)
+class Rewording:
+    """A message line each side words its own way for the same purpose."""
+
+    name: str
+    official: str  # a regex of the official runtime's line
+    compat: str  # a regex of rlmx.compat's line
+    reason: str
+
+
+REWORDINGS: list[Rewording] = [
+    Rewording(
+        "<first-turn safeguard>",
+        r"You have not interacted with the REPL environment or seen your prompt / context yet\..*",
+        r"You have not interacted with the REPL environment or seen your prompt / context yet\..*",
+        "the first turn's 'look before answering' line",
+    ),
+]
+USED: dict[tuple[str, str], int] = {}  # (rewording name, side) -> lines it mapped, for the staleness test
+
+
+def reword(line: str, side: str) -> str:
+    for r in REWORDINGS:
+        if re.fullmatch(r.official if side == "official" else r.compat, line):
+            USED[(r.name, side)] = USED.get((r.name, side), 0) + 1
+            return r.name
+    return line
+
+
+def requests_of(obs: Observation) -> list[Any]:
+    out = []
+    for req in obs.requests:
+        msgs = [[m[0], reword(m[1], obs.side), *m[2:]] for m in req["messages"]]
+        out.append([req["kind"], msgs])
+    return out
+
+
+def _calls(obs: Observation) -> list[dict[str, Any]]:
+    return (obs.result or {}).get("calls") or []
+
+
+def _outcome(call: dict[str, Any]) -> dict[str, Any]:
+    if "exception" in call:
+        exc = call["exception"]
+        fields = dict(exc["fields"])
+        if isinstance(fields.get("elapsed"), (int, float)) and isinstance(
+            fields.get("timeout"), (int, float)
+        ):
+            fields["elapsed"] = "past the timeout" if fields["elapsed"] > fields["timeout"] else "within"
+        return {"exception": exc["type"], "official_name": exc["official_name"], "fields": fields}
+    c = call["completion"]
+    return {"response": c["response"], "response_type": c["response_type"]}
+
+
+def fields_of(obs: Observation) -> dict[str, Any]:
+    calls = _calls(obs)
+    done = [c["completion"] for c in calls if "completion" in c]
+    shape_keys = ("class", "root_model", "prompt_type", "execution_time_type", "error", "to_dict_keys")
+    result = obs.result or {}
+    return {
+        "crash": obs.crash,
+        "requests": requests_of(obs),
+        "outcome": [_outcome(c) for c in calls],
+        "exception_message": [
+            re.sub(r"\d+\.\d+s", "<t>s", c["exception"]["message"]) for c in calls if "exception" in c
+        ],
+        "usage": [c["usage_summary"] for c in done],
+        "completion_shape": [{k: c.get(k) for k in shape_keys} for c in done],
+        "logger": {"metadata": [c["metadata"] for c in done], "log_files": result.get("log_files")},
+        "events": result.get("events"),
+    }
+
+
+def differing(official: Observation, compat: Observation) -> dict[str, tuple[Any, Any]]:
+    a, b = fields_of(official), fields_of(compat)
+    return {f: (a[f], b[f]) for f in FIELDS if a[f] != b[f]}
+
+
+def summary(obs: Observation) -> str:
+    """One cell of the table: each call's response or exception, and the requests the server saw."""
+    if obs.crash:
+        return f"crash: {obs.crash[:60]}"
+    parts = []
+    for call in _calls(obs):
+        if "exception" in call:
+            exc = call["exception"]
+            shown = {
+                k: v for k, v in exc["fields"].items() if k != "partial_answer" and not isinstance(v, float)
+            }
+            parts.append(f"{exc['type']}({', '.join(f'{k}={v!r}' for k, v in shown.items())[:60]})")
+        else:
+            parts.append(repr(call["completion"]["response"])[:40])
+    kinds: dict[str, int] = {}
+    for req in obs.requests:
+        kinds[req["kind"]] = kinds.get(req["kind"], 0) + 1
+    return f"{'; '.join(parts)} [{', '.join(f'{n} {k}' for k, n in kinds.items())}]"

@@ -1,0 +1,65 @@
+"""The differential table: scenario | official | rlmx.compat | same?
+
+    PYTHONPATH=src .venv/bin/python tests/compat/differential/table.py [SCENARIO ...]
+
+Runs the scenarios (the official environment is made first if missing) and prints a Markdown table;
+pytest prints the same table after the differential tests (RLMX_DIFF_TABLE=path also writes it).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from diff_compare import differing, summary
+from diff_harness import Observation, ensure_official_env, run_side
+from diff_scenarios import BY_NAME, SCENARIOS
+
+
+def verdict(name: str, official: Observation, compat: Observation) -> str:
+    from test_differential import DELIBERATE, deliberate_for
+
+    differs = differing(official, compat)
+    if not differs:
+        return "same"
+    notes = []
+    for field, values in differs.items():
+        entry = deliberate_for(name, field)
+        if entry is not None and entry.holds(*values):
+            notes.append(f"deliberate {field}: {entry.reason}")
+        else:
+            notes.append(f"**differs** {field}")
+    del DELIBERATE
+    return "; ".join(notes)
+
+
+def render(observed: dict[str, tuple[Observation, Observation]]) -> str:
+    rows = ["| scenario | official rlms 0.1.3 | rlmx.compat.rlms | same? |", "|---|---|---|---|"]
+    for scenario in SCENARIOS:
+        if scenario.name in observed:
+            off, comp = observed[scenario.name]
+            cells = [scenario.name, summary(off), summary(comp), verdict(scenario.name, off, comp)]
+            rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def main(names: list[str]) -> None:
+    ensure_official_env()
+    observed = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names or [s.name for s in SCENARIOS]:
+            scenario = BY_NAME[name]
+            pair = (
+                run_side("official", scenario, Path(tmp) / name / "official"),
+                run_side("compat", scenario, Path(tmp) / name / "compat"),
+            )
+            observed[name] = pair
+            print(f"{name}: {verdict(name, *pair)}", file=sys.stderr, flush=True)
+    print(render(observed))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

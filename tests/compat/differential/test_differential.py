@@ -1,0 +1,106 @@
+"""The official `rlms` 0.1.3 and `rlmx.compat.rlms`, run on the same scenarios against scripted servers
+over HTTP: the requests each server saw, the responses, the exceptions and their fields, usage, the
+logger's records and the callbacks must be the same, or differ exactly as DELIBERATE says (each entry
+with its reason; an entry whose difference is gone, or changed, fails too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from diff_compare import FIELDS, REWORDINGS, USED, differing, fields_of
+from diff_harness import OBSERVED, Observation, run_side
+from diff_scenarios import BY_NAME, SCENARIOS, Scenario
+
+pytestmark = pytest.mark.peers
+
+# what the official runtime does in each scenario (so a scenario that stops exercising its case fails)
+OFFICIAL_OUTCOME: dict[str, str] = {
+    "sub_call": "4",
+    "out_of_iterations": "final-from-history",
+    "custom_tools": "10",
+    "depth_2": "CHILD-TASK/pong",
+    "non_string_answer": "{'n': 3, 'items': [1, 2]}",
+    "dict_context": "3",
+    "message_list_context": "[{'role': 'user', 'content': 'hello there'}, {'role': 'assistant', 'content': 'hi'}]",
+    "without_root_prompt": "42",
+    "with_root_prompt": "42",
+    "max_errors": "ErrorThresholdExceededError",
+    "error_then_recovery": "recovered",
+    "logger_memory": "4",
+    "logger_dir": "4",
+    "python_fence": "from-repl",
+    "final_text": "from-repl",
+    "answer_rebound": "rebound",
+    "timeout": "TimeoutExceededError",
+    "token_limit": "TokenLimitExceededError",
+    "persistent": "42 second context",
+    "compaction": "list:3",
+}
+
+
+@dataclass(frozen=True)
+class Deliberate:
+    """A documented difference: `holds(official_value, compat_value)` pins what it is."""
+
+    reason: str
+    holds: Callable[[Any, Any], bool]
+
+
+# (scenario or "*", field) -> the difference, its one-line reason and what pins it
+DELIBERATE: dict[tuple[str, str], Deliberate] = {}
+
+
+def deliberate_for(scenario: str, field: str) -> Deliberate | None:
+    return DELIBERATE.get((scenario, field)) or DELIBERATE.get(("*", field))
+
+
+def observe(scenario: Scenario, tmp: Path) -> tuple[Observation, Observation]:
+    pair = (run_side("official", scenario, tmp / "official"), run_side("compat", scenario, tmp / "compat"))
+    OBSERVED[scenario.name] = pair
+    return pair
+
+
+def last_outcome(obs: Observation) -> str:
+    call = (obs.result or {}).get("calls", [{}])[-1]
+    if "exception" in call:
+        return str(call["exception"]["type"])
+    return str(call.get("completion", {}).get("response"))
+
+
+@pytest.mark.parametrize("name", [s.name for s in SCENARIOS])
+def test_scenario_matches_the_official_runtime(
+    name: str, official_python: Path, compat_python: str, tmp_path: Path
+) -> None:
+    official, compat = observe(BY_NAME[name], tmp_path)
+    assert official.crash is None, f"the official side failed to run: {official.crash}"
+    assert last_outcome(official) == OFFICIAL_OUTCOME[name]
+    differs = differing(official, compat)
+    problems = []
+    for field in FIELDS:
+        entry = deliberate_for(name, field)
+        if field in differs and entry is None:
+            off, comp = differs[field]
+            problems.append(f"{field}: official {off!r}\n    compat   {comp!r}")
+        elif field in differs and entry is not None and not entry.holds(*differs[field]):
+            problems.append(f"{field}: differs, but not as documented ({entry.reason}): {differs[field]!r}")
+        elif field not in differs and entry is not None and (name, field) in DELIBERATE:
+            problems.append(f"{field}: the documented difference is gone ({entry.reason}): remove its entry")
+    assert not problems, f"{name}:\n  " + "\n  ".join(problems)
+
+
+def test_every_rewording_is_still_in_use(official_python: Path, compat_python: str, tmp_path: Path) -> None:
+    """A first-line rewording that no scenario meets any more on a side is stale."""
+    for scenario in SCENARIOS:
+        if scenario.name not in OBSERVED:  # run on its own (-k): observe what the table needs
+            observe(scenario, tmp_path / scenario.name)
+        for obs in OBSERVED[scenario.name]:
+            fields_of(obs)
+    stale = [
+        (r.name, side) for r in REWORDINGS for side in ("official", "compat") if not USED.get((r.name, side))
+    ]
+    assert not stale, f"rewordings no scenario meets: {stale}"
