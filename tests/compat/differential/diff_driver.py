@@ -18,7 +18,7 @@ from typing import Any
 
 if os.environ.get("RLMX_DIFF_SIDE") == "compat":
     import rlmx.compat.rlms as api
-    from rlmx.compat.rlms import RLMLogger
+    from rlmx.compat.rlms.logger import RLMLogger
 else:
     import rlm as api
     from rlm.logger import RLMLogger
