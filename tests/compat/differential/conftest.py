@@ -32,7 +32,12 @@ def official_python() -> Path:
 def compat_python() -> str:
     """The interpreter that runs the rlmx side, once `rlmx.compat.rlms` imports from compat_src()."""
     cmd, env = side_command("compat")
-    proc = subprocess.run([*cmd, "-c", "import rlmx.compat.rlms"], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [*cmd, "-c", "from rlmx.compat.rlms import RLM; from rlmx.compat.rlms.logger import RLMLogger"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
         pytest.fail(f"rlmx.compat.rlms does not import from {compat_src()}: {last}")

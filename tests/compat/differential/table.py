@@ -23,6 +23,8 @@ def verdict(name: str, official: Observation, compat: Observation) -> str:
     from test_differential import DELIBERATE, deliberate_for
 
     differs = differing(official, compat)
+    if compat.crash and not official.crash:
+        return f"**differs**: compat crashed ({compat.crash[:80]})"
     if not differs:
         return "same"
     notes = []
