@@ -74,6 +74,7 @@ def _outcome(call: dict[str, Any]) -> dict[str, Any]:
             fields.get("timeout"), (int, float)
         ):
             fields["elapsed"] = "past the timeout" if fields["elapsed"] > fields["timeout"] else "within"
+        fields = {k: round(v, 9) if isinstance(v, float) else v for k, v in fields.items()}
         return {"exception": exc["type"], "official_name": exc["official_name"], "fields": fields}
     c = call["completion"]
     return {"response": c["response"], "response_type": c["response_type"]}

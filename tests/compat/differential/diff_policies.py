@@ -10,7 +10,7 @@ not send), so the same script meets the official runtime and `rlmx.compat.rlms` 
 - otherwise a turn of an RLM: `root[i]` for the i-th root turn served (the last one repeating), or
   `child[i]` when `child` is given and no message carries `root_marker` (a child RLM's turn)
 
-Every reply reports fixed token counts, so usage and token limits compare exactly.
+Every reply reports fixed token counts (and a cost when given), so usage and limits compare exactly.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class Script:
     summary: str = "Summary: nothing computed yet."
     root_delay_s: float = 0.0
     tokens: tuple[int, int] = (100, 10)
+    cost: float | None = None  # reported as usage.cost on every reply (OpenRouter style)
     served: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -76,4 +77,4 @@ class Script:
         else:
             prompt = str(messages[-1]["content"]) if messages else ""
             text = self.sub(prompt) if callable(self.sub) else self.sub
-        return Reply(text, input_tokens=self.tokens[0], output_tokens=self.tokens[1])
+        return Reply(text, input_tokens=self.tokens[0], output_tokens=self.tokens[1], cost=self.cost)

@@ -225,6 +225,20 @@ SCENARIOS: list[Scenario] = [
         rlm={"max_tokens": 250},
     ),
     Scenario(
+        "budget",
+        "max_budget=0.025 and a provider-reported cost of 0.01 a call: BudgetExceededError after the third turn",
+        lambda: Script(root=[repl("print('costly')")], cost=0.01),
+        [{"prompt": CTX, "root_prompt": "Spend money."}],
+        rlm={"max_budget": 0.025},
+    ),
+    Scenario(
+        "setup_code",
+        "environment_kwargs={'setup_code': ...} runs in the REPL before the first turn",
+        lambda: Script(root=[repl(*answer("str(seed * 2)"))]),
+        [{"prompt": CTX, "root_prompt": "Double the seed."}],
+        rlm={"environment_kwargs": {"setup_code": "seed = 21"}},
+    ),
+    Scenario(
         "persistent",
         "persistent=True: a variable, context_1 and the first call's history reach the second call",
         lambda: Script(

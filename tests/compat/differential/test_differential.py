@@ -38,6 +38,8 @@ OFFICIAL_OUTCOME: dict[str, str] = {
     "answer_rebound": "rebound",
     "timeout": "TimeoutExceededError",
     "token_limit": "TokenLimitExceededError",
+    "budget": "BudgetExceededError",
+    "setup_code": "42",
     "persistent": "42 second context",
     "compaction": "list:3",
 }
