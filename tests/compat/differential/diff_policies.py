@@ -5,8 +5,8 @@ not send), so the same script meets the official runtime and `rlmx.compat.rlms` 
 
 - no system message: a plain call (`llm_query`, a call at the depth cap) -> `sub`
 - the last message asks for a summary of the progress so far -> `summary` (compaction)
-- the last message is the runtime's own assistant line asking for a final answer (the official
-  out-of-iterations path) -> `final`
+- the last message is an assistant message: the runtime's own line asking for a final answer (the
+  official out-of-iterations path) -> `final`
 - otherwise a turn of an RLM: `root[i]` for the i-th root turn served (the last one repeating), or
   `child[i]` when `child` is given and no message carries `root_marker` (a child RLM's turn)
 
@@ -23,7 +23,6 @@ from typing import Any
 
 from rlmx.testing import Reply
 
-FINAL_ASK = "please provide a final answer"
 SUMMARY_ASK = "summarize your progress"
 
 
@@ -38,7 +37,7 @@ def kind_of(messages: list[dict[str, Any]], root_marker: str | None) -> str:
     text = first_line(last["content"]).lower()
     if text.startswith(SUMMARY_ASK):
         return "summary"
-    if text.startswith(FINAL_ASK):
+    if last["role"] == "assistant":  # the runtime's own line asking for the answer, as an assistant turn
         return "final"
     if root_marker is not None and not any(root_marker in str(m["content"]) for m in messages):
         return "child"
