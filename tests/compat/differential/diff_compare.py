@@ -29,7 +29,7 @@ FIELDS = (
 class Rewording:
     """A message line each side words its own way for the same purpose."""
 
-    name: str
+    name: str  # the line both map to; `{group}` takes a named group of the match, digits' commas dropped
     official: str  # a regex of the official runtime's line
     compat: str  # a regex of rlmx.compat's line
     reason: str
@@ -39,8 +39,21 @@ REWORDINGS: list[Rewording] = [
     Rewording(
         "<first-turn safeguard>",
         r"You have not interacted with the REPL environment or seen your prompt / context yet\..*",
-        r"You have not interacted with the REPL environment or seen your prompt / context yet\..*",
-        "the first turn's 'look before answering' line",
+        r"You have not looked at the context or used the REPL yet\. Look at the context first; "
+        r"do not give a final answer yet\.",
+        "the first turn's 'look before answering' line, in rlmx's own words",
+    ),
+    Rewording(
+        "<context description: {type} of {chars} characters>",
+        r"Your context is a (?P<type>\w+) of (?P<chars>[\d,]+) total characters\..*",
+        r"Your context is a (?P<type>\w+) of (?P<chars>[\d,]+) characters \(about [\d,]+ tokens\).*",
+        "what the context is (its type and size), in rlmx's own words",
+    ),
+    Rewording(
+        "<final-answer ask>",
+        r"Please provide a final answer to the user's question based on the information provided\.",
+        r"Give the final answer to the question now, from what the turns above found\.",
+        "the assistant line that asks for the answer after the last turn, in rlmx's own words",
     ),
 ]
 USED: dict[tuple[str, str], int] = {}  # (rewording name, side) -> lines it mapped, for the staleness test
@@ -48,9 +61,10 @@ USED: dict[tuple[str, str], int] = {}  # (rewording name, side) -> lines it mapp
 
 def reword(line: str, side: str) -> str:
     for r in REWORDINGS:
-        if re.fullmatch(r.official if side == "official" else r.compat, line):
+        match = re.fullmatch(r.official if side == "official" else r.compat, line)
+        if match:
             USED[(r.name, side)] = USED.get((r.name, side), 0) + 1
-            return r.name
+            return r.name.format(**{k: v.replace(",", "") for k, v in match.groupdict().items()})
     return line
 
 

@@ -258,6 +258,18 @@ SCENARIOS: list[Scenario] = [
     ),
     Scenario(
         "compaction",
+        "compaction=True at 5% of the window: a turn whose output passes it, then a summary request",
+        lambda: Script(
+            root=[
+                repl("print('word ' * 3800)", "print('more ' * 3800)", text="Read a lot."),
+                repl(*answer("type(history).__name__ + ':' + str(len(history))")),
+            ]
+        ),
+        [{"prompt": CTX, "root_prompt": "Compact."}],
+        rlm={"compaction": True, "compaction_threshold_pct": 0.05},
+    ),
+    Scenario(
+        "compaction_tiny_threshold",
         "compaction=True at a tiny threshold: a summary request before every turn; `history` in the REPL",
         lambda: Script(
             root=[

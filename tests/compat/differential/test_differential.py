@@ -41,7 +41,8 @@ OFFICIAL_OUTCOME: dict[str, str] = {
     "budget": "BudgetExceededError",
     "setup_code": "42",
     "persistent": "42 second context",
-    "compaction": "list:3",
+    "compaction": "list:2",
+    "compaction_tiny_threshold": "list:3",
 }
 
 
