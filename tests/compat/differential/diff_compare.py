@@ -50,6 +50,30 @@ REWORDINGS: list[Rewording] = [
         "what the context is (its type and size), in rlmx's own words",
     ),
     Rewording(
+        "<note: {n} contexts>",
+        r"Note: You have (?P<n>\d+) contexts available \(context_0 through context_\d+\)\.",
+        r"Note: the REPL holds (?P<n>\d+) contexts, context_0 to context_\d+\.",
+        "the turn message's note on a persistent REPL's contexts, in rlmx's own words",
+    ),
+    Rewording(
+        "<note: {n} earlier histories>",
+        r"Note: You have (?P<n>\d+) prior conversation histor(y|ies) available .*",
+        r"Note: the REPL holds (?P<n>\d+) earlier conversation.*",
+        "the turn message's note on a persistent REPL's histories, in rlmx's own words",
+    ),
+    Rewording(
+        "<summary ask>",
+        r"Summarize your progress so far\. Include:",
+        r"Write a short summary of where the task stands, for you to continue from: .*",
+        "the compaction's request for a summary, in rlmx's own words",
+    ),
+    Rewording(
+        "<compacted {n} time(s): continue>",
+        r"Your conversation has been compacted (?P<n>\d+) time\(s\)\. .*",
+        r"The conversation above was compacted \((?P<n>\d+) so far\): .*",
+        "the line after a compaction's summary, in rlmx's own words",
+    ),
+    Rewording(
         "<final-answer ask>",
         r"Please provide a final answer to the user's question based on the information provided\.",
         r"Give the final answer to the question now, from what the turns above found\.",
@@ -71,7 +95,7 @@ def reword(line: str, side: str) -> str:
 def requests_of(obs: Observation) -> list[Any]:
     out = []
     for req in obs.requests:
-        msgs = [[m[0], reword(m[1], obs.side), *m[2:]] for m in req["messages"]]
+        msgs = [[m[0], *(reword(line, obs.side) for line in m[1:])] for m in req["messages"]]
         out.append([req["kind"], msgs])
     return out
 

@@ -62,19 +62,27 @@ def side_command(side: str) -> tuple[list[str], dict[str, str]]:
 
 
 def message_skeleton(message: dict[str, Any]) -> list[str]:
-    """[role, first line, ...] of a message: the system prompt's words are each side's own, so not kept;
-    a user message adds its later `Turn i/N:` and `Note: ...` lines, REPL feedback its `Type: message`
-    error lines."""
+    """[role, line, ...]: what a message is made of, without the words that are each side's own.
+
+    The system prompt is reduced to its role; an assistant message (the script's own text) to its
+    first line; REPL feedback to its block headers, `Type: message` error lines and `REPL variables:`
+    line; any other user message to the first line of each of its paragraphs.
+    """
     role, text = message["role"], str(message.get("content", ""))
     if role == "system":
         return [role, "<system prompt>"]
-    row = [role, first_line(text)]
     if role != "user":
-        return row
-    lines = [line.strip() for line in text.splitlines()[1:]]
-    if row[1].startswith("REPL output"):
-        row += [line for line in lines if ERROR_LINE.match(line)]
-    return row + [line for line in lines if line.startswith(("Note:", "Turn "))]
+        return [role, first_line(text)]
+    lines = [line.strip() for line in text.splitlines()]
+    if first_line(text).startswith("REPL output"):
+        keep = [
+            line
+            for line in lines
+            if line.startswith(("REPL output", "REPL variables:")) or ERROR_LINE.match(line)
+        ]
+        return [role, *keep]
+    starts = [line for i, line in enumerate(lines) if line and (i == 0 or not lines[i - 1])]
+    return [role, *starts]
 
 
 @dataclass

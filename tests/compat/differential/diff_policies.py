@@ -4,9 +4,10 @@ It decides from the messages alone (never from rlmx's x-rlmx-* headers, which th
 not send), so the same script meets the official runtime and `rlmx.compat.rlms` the same way:
 
 - no system message: a plain call (`llm_query`, a call at the depth cap) -> `sub`
-- the last message asks for a summary of the progress so far -> `summary` (compaction)
 - the last message is an assistant message: the runtime's own line asking for a final answer (the
   official out-of-iterations path) -> `final`
+- the last message is a user message without a `Turn i/N:` line (every turn's request ends with one):
+  the request for a summary of the progress so far -> `summary` (compaction)
 - otherwise a turn of an RLM: `root[i]` for the i-th root turn served (the last one repeating), or
   `child[i]` when `child` is given and no message carries `root_marker` (a child RLM's turn)
 
@@ -15,6 +16,7 @@ Every reply reports fixed token counts (and a cost when given), so usage and lim
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +25,7 @@ from typing import Any
 
 from rlmx.testing import Reply
 
-SUMMARY_ASK = "summarize your progress"
+TURN_LINE = re.compile(r"^Turn \d+/\d+:$", re.M)
 
 
 def first_line(text: str) -> str:
@@ -34,11 +36,10 @@ def kind_of(messages: list[dict[str, Any]], root_marker: str | None) -> str:
     if not messages or not any(m["role"] == "system" for m in messages):
         return "sub"
     last = messages[-1]
-    text = first_line(last["content"]).lower()
-    if text.startswith(SUMMARY_ASK):
-        return "summary"
     if last["role"] == "assistant":  # the runtime's own line asking for the answer, as an assistant turn
         return "final"
+    if not TURN_LINE.search(str(last["content"])):  # every turn ends with its `Turn i/N:` message
+        return "summary"
     if root_marker is not None and not any(root_marker in str(m["content"]) for m in messages):
         return "child"
     return "root"
