@@ -146,16 +146,14 @@ def summary(obs: Observation) -> str:
     """One cell of the table: each call's response or exception, and the requests the server saw."""
     if obs.crash:
         return f"crash: {obs.crash[:60]}"
-    parts = []
+    parts = [obs.note] if obs.note else []
     for call in _calls(obs):
-        if "exception" in call:
-            exc = call["exception"]
-            shown = {
-                k: v for k, v in exc["fields"].items() if k != "partial_answer" and not isinstance(v, float)
-            }
-            parts.append(f"{exc['type']}({', '.join(f'{k}={v!r}' for k, v in shown.items())[:60]})")
+        outcome = _outcome(call)
+        if "exception" in outcome:
+            shown = {k: v for k, v in outcome["fields"].items() if k not in ("partial_answer", "last_error")}
+            parts.append(f"{outcome['exception']}({', '.join(f'{k}={v}' for k, v in shown.items())})")
         else:
-            parts.append(repr(call["completion"]["response"])[:40])
+            parts.append(repr(outcome["response"])[:40])
     kinds: dict[str, int] = {}
     for req in obs.requests:
         kinds[req["kind"]] = kinds.get(req["kind"], 0) + 1

@@ -91,6 +91,7 @@ class Observation:
     result: dict[str, Any] | None  # the driver's JSON, None when it crashed
     requests: list[dict[str, Any]]
     crash: str | None = None
+    note: str | None = None  # what the table shows for a run without the driver's record (the quickstart)
 
 
 OBSERVED: dict[str, tuple[Observation, Observation]] = {}  # scenario -> (official, compat), for the table

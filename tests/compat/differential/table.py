@@ -1,6 +1,6 @@
 """The differential table: scenario | official | rlmx.compat | same?
 
-    PYTHONPATH=src .venv/bin/python tests/compat/differential/table.py [SCENARIO ...]
+    PYTHONPATH=src .venv/bin/python tests/compat/differential/table.py [SCENARIO ... | quickstart]
 
 Runs the scenarios (the official environment is made first if missing) and prints a Markdown table;
 pytest prints the same table after the differential tests (RLMX_DIFF_TABLE=path also writes it).
@@ -40,11 +40,11 @@ def verdict(name: str, official: Observation, compat: Observation) -> str:
 
 def render(observed: dict[str, tuple[Observation, Observation]]) -> str:
     rows = ["| scenario | official rlms 0.1.3 | rlmx.compat.rlms | same? |", "|---|---|---|---|"]
-    for scenario in SCENARIOS:
-        if scenario.name in observed:
-            off, comp = observed[scenario.name]
-            cells = [scenario.name, summary(off), summary(comp), verdict(scenario.name, off, comp)]
-            rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    order = [s.name for s in SCENARIOS]
+    for name in sorted(observed, key=lambda n: order.index(n) if n in order else len(order)):
+        off, comp = observed[name]
+        cells = [name, summary(off), summary(comp), verdict(name, off, comp)]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows)
 
 
@@ -52,7 +52,16 @@ def main(names: list[str]) -> None:
     ensure_official_env()
     observed = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in names or [s.name for s in SCENARIOS]:
+        for name in names or [*(s.name for s in SCENARIOS), "quickstart"]:
+            if name == "quickstart":
+                from test_quickstart_official import run_quickstart
+
+                off, comp = (
+                    run_quickstart(side, Path(tmp) / name / side)[1] for side in ("official", "compat")
+                )
+                observed[name] = (off, comp)
+                print(f"{name}: {verdict(name, off, comp)}", file=sys.stderr, flush=True)
+                continue
             scenario = BY_NAME[name]
             pair = (
                 run_side("official", scenario, Path(tmp) / name / "official"),

@@ -82,6 +82,11 @@ def test_scenario_matches_the_official_runtime(
     official, compat = observe(BY_NAME[name], tmp_path)
     assert official.crash is None, f"the official side failed to run: {official.crash}"
     assert last_outcome(official) == OFFICIAL_OUTCOME[name]
+    check_fields(name, official, compat)
+
+
+def check_fields(name: str, official: Observation, compat: Observation) -> None:
+    """Each field the same, or different exactly as its DELIBERATE entry says."""
     differs = differing(official, compat)
     problems = []
     for field in FIELDS:

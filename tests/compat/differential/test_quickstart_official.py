@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from diff_compare import requests_of
-from diff_harness import HERE, Observation, message_skeleton, side_command
+from diff_harness import HERE, OBSERVED, Observation, message_skeleton, side_command
 from diff_policies import Script, kind_of
 from diff_scenarios import answer, repl
+from test_differential import check_fields
 
 from rlmx.testing import ScriptedServer
 
@@ -56,20 +56,23 @@ def run_quickstart(side: str, tmp: Path) -> tuple[subprocess.CompletedProcess[st
             {"kind": kind_of(r.messages, None), "messages": [message_skeleton(m) for m in r.messages]}
             for r in srv.requests
         ]
-    return proc, Observation(side, None, requests)
+    found = re.search(r"^Correct: (.*)$", proc.stdout, re.M)
+    note = (
+        f"quickstart.py prints 'Correct: {found.group(1)}'" if found else "quickstart.py: no verdict printed"
+    )
+    return proc, Observation(side, None, requests, note=note)
 
 
 def test_quickstart_runs_with_only_its_imports_changed(
     official_python: Path, compat_python: str, tmp_path: Path
 ) -> None:
-    seen = {}
-    for side in ("official", "compat"):
-        proc, obs = run_quickstart(side, tmp_path / side)
+    runs = {side: run_quickstart(side, tmp_path / side) for side in ("official", "compat")}
+    OBSERVED["quickstart"] = (runs["official"][1], runs["compat"][1])
+    for side, (proc, _) in runs.items():
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
         assert proc.returncode == 0, f"{side}: quickstart.py exited {proc.returncode}:\n{tail}"
         assert "Correct: True" in proc.stdout, f"{side}: {tail}"
         logs = list((tmp_path / side / "logs").glob("*.jsonl"))
         assert len(logs) == 1 and logs[0].stat().st_size > 0, f"{side}: no JSONL log in ./logs: {logs}"
-        seen[side] = requests_of(obs)
-    assert seen["compat"] == seen["official"]
-    assert [r[0] for r in seen["official"]] == ["root", "root"]
+    assert [r["kind"] for r in runs["official"][1].requests] == ["root", "root"]
+    check_fields("quickstart", runs["official"][1], runs["compat"][1])
