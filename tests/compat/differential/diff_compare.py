@@ -96,7 +96,7 @@ def requests_of(obs: Observation) -> list[Any]:
     out = []
     for req in obs.requests:
         msgs = [[m[0], *(reword(line, obs.side) for line in m[1:])] for m in req["messages"]]
-        out.append([req["kind"], msgs])
+        out.append([req["kind"], req.get("params", {}), msgs])
     return out
 
 

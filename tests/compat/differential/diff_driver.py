@@ -124,6 +124,10 @@ def log_files(log_dir: str | None) -> list[list[Any]] | None:
 def main(spec: dict[str, Any]) -> dict[str, Any]:
     kwargs = dict(spec["rlm"])
     kwargs["backend_kwargs"] = {**kwargs.get("backend_kwargs", {}), "base_url": spec["url"]}
+    if kwargs.get("other_backend_kwargs"):
+        kwargs["other_backend_kwargs"] = [
+            {**kw, "base_url": spec["url"]} for kw in kwargs["other_backend_kwargs"]
+        ]
     if spec.get("tools"):
         kwargs["custom_tools"] = TOOL_SETS[spec["tools"]]
     events: list[list[Any]] = []

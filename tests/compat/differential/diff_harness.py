@@ -85,6 +85,36 @@ def message_skeleton(message: dict[str, Any]) -> list[str]:
     return [role, *starts]
 
 
+def request_skeleton(req: Any, marker: str | None, keep_system: bool = False) -> dict[str, Any]:
+    """What one request was: its kind (diff_policies.kind_of), its body's parameters besides the
+    messages (model, sampling), and each message's skeleton (the system prompt's text too when the
+    scenario gave it, `keep_system`)."""
+    messages = [message_skeleton(m) for m in req.messages]
+    if keep_system:
+        messages = [
+            [m["role"], m["content"]] if m["role"] == "system" else s
+            for m, s in zip(req.messages, messages, strict=True)
+        ]
+    params = {k: v for k, v in (req.body or {}).items() if k != "messages"}
+    return {"kind": kind_of(req.messages, marker), "params": params, "messages": messages}
+
+
+def in_canonical_order(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs of consecutive plain calls (a batch, sent concurrently) sorted, so their arrival order
+    does not count."""
+    out: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+    for req in [*requests, None]:
+        if req is not None and req["kind"] == "sub":
+            run.append(req)
+            continue
+        out += sorted(run, key=repr)
+        run = []
+        if req is not None:
+            out.append(req)
+    return out
+
+
 @dataclass
 class Observation:
     side: str
@@ -128,10 +158,7 @@ def run_side(side: str, scenario: Scenario, workdir: Path) -> Observation:
         except subprocess.TimeoutExpired:
             crash = f"the driver did not finish in {scenario.timeout_s:.0f} s"
         marker = script.root_marker if script.child is not None else None
-        requests = [
-            {"kind": kind_of(r.messages, marker), "messages": [message_skeleton(m) for m in r.messages]}
-            for r in srv.requests
-        ]
+        requests = [request_skeleton(r, marker, scenario.keep_system) for r in srv.requests]
     result_file = workdir / "result.json"
     result = json.loads(result_file.read_text()) if crash is None and result_file.exists() else None
-    return Observation(side, result, requests, crash)
+    return Observation(side, result, in_canonical_order(requests), crash)

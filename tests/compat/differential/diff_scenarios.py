@@ -33,6 +33,7 @@ class Scenario:
     tools: str | None = None
     logger: str | None = None  # None, "memory" or "dir"
     callbacks: bool = False
+    keep_system: bool = False  # compare the system prompt's text too (a custom_system_prompt)
     timeout_s: float = 180.0
 
     def rlm_kwargs(self) -> dict[str, Any]:
@@ -68,6 +69,54 @@ SCENARIOS: list[Scenario] = [
         "llm_query from model code; its reply becomes the answer",
         _sub_call,
         [{"prompt": CTX, "root_prompt": "What is 2+2?"}],
+    ),
+    Scenario(
+        "batched_sub_calls",
+        "llm_query_batched from model code: the replies in the prompts' order",
+        lambda: Script(
+            root=[
+                repl("rs = llm_query_batched(['one', 'two', 'three'])", "print(rs)"),
+                repl(*answer("'|'.join(rs)")),
+            ],
+            sub=lambda prompt: prompt.upper(),
+        ),
+        [{"prompt": CTX, "root_prompt": "Shout."}],
+    ),
+    Scenario(
+        "other_backend",
+        "other_backends / other_backend_kwargs: llm_query at depth 1 goes to the other model",
+        _sub_call,
+        [{"prompt": CTX, "root_prompt": "What is 2+2?"}],
+        rlm={
+            "other_backends": ["openai"],
+            "other_backend_kwargs": [{"model_name": "scripted-sub", "api_key": "x"}],
+        },
+    ),
+    Scenario(
+        "sampling_args",
+        "sampling_args for the root model, sub_sampling_args for sub-calls: in each request's body",
+        _sub_call,
+        [{"prompt": CTX, "root_prompt": "What is 2+2?"}],
+        rlm={"sampling_args": {"temperature": 0.25, "max_tokens": 300}, "sub_sampling_args": {"top_p": 0.5}},
+    ),
+    Scenario(
+        "sampling_args_any_key",
+        "a sampling argument outside the common ones (seed) goes into the request body as it is",
+        _sub_call,
+        [{"prompt": CTX, "root_prompt": "What is 2+2?"}],
+        rlm={"sampling_args": {"seed": 7}},
+    ),
+    Scenario(
+        "custom_system_prompt",
+        "custom_system_prompt with {custom_tools_section} and orchestrator=False: the system message is it",
+        lambda: Script(root=[repl(*answer("str(lookup('gamma'))"))]),
+        [{"prompt": CTX, "root_prompt": "Look up."}],
+        rlm={
+            "custom_system_prompt": "You are a scripted test model.{custom_tools_section}\nEnd of instructions.",
+            "orchestrator": False,
+        },
+        tools="basic",
+        keep_system=True,
     ),
     Scenario(
         "out_of_iterations",

@@ -21,6 +21,11 @@ pytestmark = pytest.mark.peers
 # what the official runtime does in each scenario (so a scenario that stops exercising its case fails)
 OFFICIAL_OUTCOME: dict[str, str] = {
     "sub_call": "4",
+    "batched_sub_calls": "ONE|TWO|THREE",
+    "other_backend": "4",
+    "sampling_args": "4",
+    "sampling_args_any_key": "4",
+    "custom_system_prompt": "3",
     "out_of_iterations": "final-from-history",
     "custom_tools": "10",
     "depth_2": "CHILD-TASK/pong",
