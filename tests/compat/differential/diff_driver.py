@@ -64,14 +64,31 @@ def shape(value: Any) -> Any:
     return type(value).__name__
 
 
+def without_url(run_metadata: Any) -> Any:
+    """The run metadata with the scripted server's URL (a new port each run) blanked."""
+    if not isinstance(run_metadata, dict):
+        return run_metadata
+    kwargs = run_metadata.get("backend_kwargs")
+    if isinstance(kwargs, dict) and "base_url" in kwargs:
+        run_metadata = {**run_metadata, "backend_kwargs": {**kwargs, "base_url": "<url>"}}
+    return run_metadata
+
+
 def trajectory(metadata: Any) -> Any:
     if not isinstance(metadata, dict):
         return None if metadata is None else type(metadata).__name__
     iterations = metadata.get("iterations") or []
     blocks = [b for it in iterations if isinstance(it, dict) for b in it.get("code_blocks") or []]
+    calls = [c for b in blocks if isinstance(b, dict) for c in (b.get("result") or {}).get("rlm_calls") or []]
     return {
         "keys": sorted(metadata),
-        "run_metadata_keys": sorted(metadata.get("run_metadata") or {}),
+        "run_metadata": without_url(metadata.get("run_metadata")),
+        "responses": [str(it.get("response"))[:60] for it in iterations if isinstance(it, dict)],
+        "prompt_types": [type(it.get("prompt")).__name__ for it in iterations if isinstance(it, dict)],
+        "rlm_call_keys": sorted({k for c in calls if isinstance(c, dict) for k in c}),
+        "block_stdout": [str((b.get("result") or {}).get("stdout", "")).strip()[:80] for b in blocks],
+        "block_stderr": [str((b.get("result") or {}).get("stderr", "")).strip()[-80:] for b in blocks],
+        "block_locals": [sorted((b.get("result") or {}).get("locals") or {}) for b in blocks],
         "iterations": len(iterations),
         "iteration_keys": sorted({k for it in iterations if isinstance(it, dict) for k in it}),
         "final_answers": [it.get("final_answer") for it in iterations if isinstance(it, dict)],
@@ -118,6 +135,7 @@ def log_files(log_dir: str | None) -> list[list[Any]] | None:
     for path in sorted(Path(log_dir).glob("*.jsonl")):
         lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         out.append([[line.get("type"), sorted(line)] for line in lines])
+        out.append([without_url({k: v for k, v in line.items() if k != "timestamp"}) for line in lines[:1]])
     return out
 
 
