@@ -46,7 +46,7 @@ REWORDINGS: list[Rewording] = [
     Rewording(
         "<context description: {type} of {chars} characters>",
         r"Your context is a (?P<type>\w+) of (?P<chars>[\d,]+) total characters\..*",
-        r"Your context is a (?P<type>\w+) of (?P<chars>[\d,]+) characters \(about [\d,]+ tokens\).*",
+        r"Your context is a (?P<type>\w+) of (?P<chars>[\d,]+) (?:total )?characters\b.*",
         "what the context is (its type and size), in rlmx's own words",
     ),
     Rewording(

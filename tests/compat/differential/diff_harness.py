@@ -28,6 +28,7 @@ DRIVER = HERE / "diff_driver.py"
 SETUP = ROOT / "benchmarks" / "peers" / "setup.py"
 OFFICIAL_PYTHON = ROOT / "benchmarks" / ".venvs" / "official" / "bin" / "python"
 SIDES = ("official", "compat")
+CUT = re.compile(r"\.\.\. \+ \[(\d+) chars\.\.\.\]")  # the official's mark of a block output cut at 20,000
 ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*$")
 
 
@@ -80,7 +81,8 @@ def message_skeleton(message: dict[str, Any]) -> list[str]:
             for line in lines
             if line.startswith(("REPL output", "REPL variables:")) or ERROR_LINE.match(line)
         ]
-        return [role, *keep]
+        cuts = [f"<cut: {n} characters>" for n in CUT.findall(text)]
+        return [role, *keep, *cuts]
     starts = [line for i, line in enumerate(lines) if line and (i == 0 or not lines[i - 1])]
     return [role, *starts]
 

@@ -260,6 +260,12 @@ SCENARIOS: list[Scenario] = [
         [{"prompt": CTX, "root_prompt": "Rebind."}],
     ),
     Scenario(
+        "long_output",
+        "a block printing 30,000 characters: the feedback cut at 20,000 as the official does",
+        lambda: Script(root=[repl("print('x' * 30000)"), repl(*answer("'done'"))]),
+        [{"prompt": CTX, "root_prompt": "Print a lot."}],
+    ),
+    Scenario(
         "timeout",
         "max_timeout=3 s and root turns that take 2 s: TimeoutExceededError before the third turn",
         lambda: Script(root=[repl("print('slow')", text="Turn.")], root_delay_s=2.0),
@@ -307,10 +313,10 @@ SCENARIOS: list[Scenario] = [
     ),
     Scenario(
         "compaction",
-        "compaction=True at 5% of the window: a turn whose output passes it, then a summary request",
+        "compaction=True at 5% of the window (6,400 tokens): a turn of two 19,000-character outputs passes it",
         lambda: Script(
             root=[
-                repl("print('word ' * 3800)", "print('more ' * 3800)", text="Read a lot."),
+                repl("print('word ' * 3800)", text="Read a lot.") + "\n" + repl("print('more ' * 3800)"),
                 repl(*answer("type(history).__name__ + ':' + str(len(history))")),
             ]
         ),

@@ -41,6 +41,7 @@ OFFICIAL_OUTCOME: dict[str, str] = {
     "python_fence": "from-repl",
     "final_text": "from-repl",
     "answer_rebound": "rebound",
+    "long_output": "done",
     "timeout": "TimeoutExceededError",
     "token_limit": "TokenLimitExceededError",
     "budget": "BudgetExceededError",
