@@ -66,8 +66,9 @@ def message_skeleton(message: dict[str, Any]) -> list[str]:
     """[role, line, ...]: what a message is made of, without the words that are each side's own.
 
     The system prompt is reduced to its role; an assistant message (the script's own text) to its
-    first line; REPL feedback to its block headers, `Type: message` error lines and `REPL variables:`
-    line; any other user message to the first line of each of its paragraphs.
+    first line; REPL feedback to its block headers, `Type: message` error lines, `REPL variables:` line
+    and the official's mark of an output cut at 20,000 characters; any other user message to the first
+    line of each of its paragraphs.
     """
     role, text = message["role"], str(message.get("content", ""))
     if role == "system":
