@@ -249,6 +249,31 @@ SCENARIOS: list[Scenario] = [
         [{"prompt": CTX, "root_prompt": "Finish."}],
     ),
     Scenario(
+        "final_in_code",
+        "FINAL(...) and FINAL_VAR(...) called in a repl block: names the official REPL does not have",
+        lambda: Script(root=[repl("FINAL('x')"), repl("FINAL_VAR('y')"), repl(*answer("'from-answer'"))]),
+        [{"prompt": CTX, "root_prompt": "Finish in code."}],
+    ),
+    Scenario(
+        "answer_then_raise",
+        "a block that sets the answer ready, then raises: the official takes the answer",
+        lambda: Script(root=[repl(*answer("'kept'"), "1 / 0")]),
+        [{"prompt": CTX, "root_prompt": "Answer, then fail."}],
+    ),
+    Scenario(
+        "several_blocks",
+        "two blocks a reply: `REPL output (block i):` feedback; then an answer in the first block and more code"
+        " in the second, which the official still runs (the first block's answer is taken)",
+        lambda: Script(
+            root=[
+                repl("print('a')") + "\n" + repl("print('b')"),
+                repl(*answer("'first'")) + "\n" + repl("print('second ran')", "answer['content'] = 'second'"),
+            ]
+        ),
+        [{"prompt": CTX, "root_prompt": "Two blocks."}],
+        logger="memory",
+    ),
+    Scenario(
         "answer_rebound",
         "answer rebound to a str (restored to the dict), then to a plain ready dict (taken)",
         lambda: Script(
