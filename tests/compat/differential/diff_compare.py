@@ -113,7 +113,12 @@ def _outcome(call: dict[str, Any]) -> dict[str, Any]:
         ):
             fields["elapsed"] = "past the timeout" if fields["elapsed"] > fields["timeout"] else "within"
         fields = {k: round(v, 9) if isinstance(v, float) else v for k, v in fields.items()}
-        return {"exception": exc["type"], "official_name": exc["official_name"], "fields": fields}
+        return {
+            "exception": exc["type"],
+            "official_name": exc["official_name"],
+            "is_value_error": exc.get("is_value_error"),
+            "fields": fields,
+        }
     c = call["completion"]
     return {"response": c["response"], "response_type": c["response_type"]}
 
@@ -121,7 +126,15 @@ def _outcome(call: dict[str, Any]) -> dict[str, Any]:
 def fields_of(obs: Observation) -> dict[str, Any]:
     calls = _calls(obs)
     done = [c["completion"] for c in calls if "completion" in c]
-    shape_keys = ("class", "root_model", "prompt_type", "execution_time_type", "error", "to_dict_keys")
+    shape_keys = (
+        "class",
+        "root_model",
+        "prompt_type",
+        "prompt_repr",
+        "execution_time_type",
+        "error",
+        "to_dict_keys",
+    )
     result = obs.result or {}
     return {
         "crash": obs.crash,

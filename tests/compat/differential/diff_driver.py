@@ -46,7 +46,19 @@ def lookup(key: str) -> int:
     return {"alpha": 1, "beta": 2, "gamma": 3}.get(key, 0)
 
 
+class Counter:
+    """An object as a tool value: it cannot cross to an isolated REPL as data."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def bump(self) -> int:
+        self.n += 1
+        return self.n
+
+
 TOOL_SETS: dict[str, dict[str, Any]] = {
+    "object": {"counter": Counter()},
     "basic": {
         "word_count": word_count,
         "lookup": {"tool": lookup, "description": "Look up the number of a Greek letter name."},
@@ -106,6 +118,7 @@ def completion_record(result: Any) -> dict[str, Any]:
         if isinstance(result.response, (str, int, float, bool))
         else repr(result.response),
         "response_type": type(result.response).__name__,
+        "prompt_repr": repr(result.prompt)[:120],
         "root_model": result.root_model,
         "prompt_type": type(result.prompt).__name__,
         "usage_summary": usage_dict,
@@ -121,6 +134,7 @@ def exception_record(exc: BaseException) -> dict[str, Any]:
     return {
         "type": type(exc).__name__,
         "official_name": getattr(api, type(exc).__name__, None) is type(exc),
+        "is_value_error": isinstance(exc, ValueError),
         "fields": {
             k: v if isinstance(v, (str, int, float, bool, type(None))) else repr(v) for k, v in fields.items()
         },

@@ -107,6 +107,21 @@ SCENARIOS: list[Scenario] = [
         rlm={"sampling_args": {"seed": 7}},
     ),
     Scenario(
+        "object_tool",
+        "a tool value that is an object (not JSON data, not a function), in the default environment",
+        lambda: Script(root=[repl("counter.bump()", *answer("str(counter.bump())"))]),
+        [{"prompt": CTX, "root_prompt": "Count twice."}],
+        tools="object",
+    ),
+    Scenario(
+        "object_tool_in_process",
+        "the same with environment_kwargs={'isolated': False} (ignored by the official local environment)",
+        lambda: Script(root=[repl("counter.bump()", *answer("str(counter.bump())"))]),
+        [{"prompt": CTX, "root_prompt": "Count twice."}],
+        rlm={"environment_kwargs": {"isolated": False}},
+        tools="object",
+    ),
+    Scenario(
         "custom_system_prompt",
         "custom_system_prompt with {custom_tools_section} and orchestrator=False: the system message is it",
         lambda: Script(root=[repl(*answer("str(lookup('gamma'))"))]),

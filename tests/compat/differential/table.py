@@ -20,21 +20,25 @@ from diff_scenarios import BY_NAME, SCENARIOS
 
 
 def verdict(name: str, official: Observation, compat: Observation) -> str:
-    from test_differential import DELIBERATE, deliberate_for
+    """same / deliberate (fields): the documented reason / **differs** (fields)."""
+    from test_differential import deliberate_for
 
     differs = differing(official, compat)
     if compat.crash and not official.crash:
         return f"**differs**: compat crashed ({compat.crash[:80]})"
     if not differs:
         return "same"
-    notes = []
+    by_reason: dict[str, list[str]] = {}
+    undocumented = []
     for field, values in differs.items():
         entry = deliberate_for(name, field)
         if entry is not None and entry.holds(*values):
-            notes.append(f"deliberate {field}: {entry.reason}")
+            by_reason.setdefault(entry.reason.split(": no request")[0], []).append(field)
         else:
-            notes.append(f"**differs** {field}")
-    del DELIBERATE
+            undocumented.append(field)
+    notes = [f"deliberate ({', '.join(fields)}): {reason}" for reason, fields in by_reason.items()]
+    if undocumented:
+        notes.insert(0, f"**differs** ({', '.join(undocumented)})")
     return "; ".join(notes)
 
 

@@ -25,6 +25,8 @@ OFFICIAL_OUTCOME: dict[str, str] = {
     "other_backend": "4",
     "sampling_args": "4",
     "sampling_args_any_key": "4",
+    "object_tool": "2",
+    "object_tool_in_process": "2",
     "custom_system_prompt": "3",
     "out_of_iterations": "final-from-history",
     "custom_tools": "10",
@@ -63,12 +65,33 @@ class Deliberate:
     holds: Callable[[Any, Any], bool]
 
 
-# (scenario or "*", field) -> the difference, its one-line reason and what pins it
+# (scenario or "*", field or "*") -> the difference, its one-line reason and what pins it
 def _calls_of(usage: list[dict[str, Any]], model: str = "scripted") -> list[int]:
     return [u["model_usage_summaries"][model]["total_calls"] for u in usage]
 
 
+REFUSED_OBJECT = (
+    "rlmx's default environment is isolated: an object tool value cannot cross, so compat refuses it"
+    " (a ValueError) with a line naming environment_kwargs={'isolated': False} (issue 27)"
+)
+
 DELIBERATE: dict[tuple[str, str], Deliberate] = {
+    ("object_tool", "outcome"): Deliberate(
+        REFUSED_OBJECT,
+        lambda off, comp: (
+            off == [{"response": "2", "response_type": "str"}]
+            and comp[0]["is_value_error"] is True
+            and not comp[0]["official_name"]
+        ),
+    ),
+    ("object_tool", "exception_message"): Deliberate(
+        REFUSED_OBJECT,
+        lambda off, comp: off == [] and 'environment_kwargs={"isolated": False}' in comp[0],
+    ),
+    ("object_tool", "*"): Deliberate(
+        REFUSED_OBJECT + ": no request is sent, no completion returned",
+        lambda off, comp: comp in ([], {"metadata": [], "log_files": None}),
+    ),
     ("sampling_args", "usage"): Deliberate(
         "the official loses the root model's usage when sub_sampling_args mirrors its backend under the same"
         " model name (its clients are keyed by model name); rlmx.compat counts every call",
@@ -78,7 +101,10 @@ DELIBERATE: dict[tuple[str, str], Deliberate] = {
 
 
 def deliberate_for(scenario: str, field: str) -> Deliberate | None:
-    return DELIBERATE.get((scenario, field)) or DELIBERATE.get(("*", field))
+    """The entry for this scenario and field, else this scenario's any-field entry, else any scenario's."""
+    return (
+        DELIBERATE.get((scenario, field)) or DELIBERATE.get((scenario, "*")) or DELIBERATE.get(("*", field))
+    )
 
 
 def observe(scenario: Scenario, tmp: Path) -> tuple[Observation, Observation]:
