@@ -103,12 +103,12 @@ def request_skeleton(req: Any, marker: str | None, keep_system: bool = False) ->
 
 
 def in_canonical_order(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Runs of consecutive plain calls (a batch, sent concurrently) sorted, so their arrival order
-    does not count."""
+    """Runs of consecutive plain calls and child turns (a batch, sent concurrently) sorted, so their
+    arrival order does not count."""
     out: list[dict[str, Any]] = []
     run: list[dict[str, Any]] = []
     for req in [*requests, None]:
-        if req is not None and req["kind"] == "sub":
+        if req is not None and req["kind"] in ("sub", "child"):
             run.append(req)
             continue
         out += sorted(run, key=repr)
@@ -164,4 +164,6 @@ def run_side(side: str, scenario: Scenario, workdir: Path) -> Observation:
         requests = [request_skeleton(r, marker, scenario.keep_system) for r in srv.requests]
     result_file = workdir / "result.json"
     result = json.loads(result_file.read_text()) if crash is None and result_file.exists() else None
+    if result is not None and scenario.concurrent:
+        result["events"] = sorted(result.get("events") or [], key=repr)
     return Observation(side, result, in_canonical_order(requests), crash)

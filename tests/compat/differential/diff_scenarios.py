@@ -34,6 +34,7 @@ class Scenario:
     logger: str | None = None  # None, "memory" or "dir"
     callbacks: bool = False
     keep_system: bool = False  # compare the system prompt's text too (a custom_system_prompt)
+    concurrent: bool = False  # sub-RLMs run at once: the callbacks' order does not count
     timeout_s: float = 180.0
 
     def rlm_kwargs(self) -> dict[str, Any]:
@@ -164,6 +165,28 @@ SCENARIOS: list[Scenario] = [
         [{"prompt": CTX, "root_prompt": "ROOT-TASK: delegate."}],
         rlm={"max_depth": 2},
         callbacks=True,
+    ),
+    Scenario(
+        "rlm_query_batched",
+        "max_depth=2: rlm_query_batched starts a child RLM per prompt (concurrently), replies in order",
+        lambda: Script(
+            root=[
+                repl("rs = rlm_query_batched(['CHILD-A: x', 'CHILD-B: yy'])", "print(rs)"),
+                repl(*answer("'|'.join(rs)")),
+            ],
+            child=[repl(*answer("context[:7]"))],
+            root_marker="ROOT-TASK",
+        ),
+        [{"prompt": CTX, "root_prompt": "ROOT-TASK: fan out."}],
+        rlm={"max_depth": 2},
+        callbacks=True,
+        concurrent=True,
+    ),
+    Scenario(
+        "rlm_query_at_depth_cap",
+        "max_depth=1 (the default): rlm_query is a plain call",
+        lambda: Script(root=[repl("r = rlm_query('LEAF: ping')", *answer("r"))], sub="pong"),
+        [{"prompt": CTX, "root_prompt": "Recurse?"}],
     ),
     Scenario(
         "non_string_answer",
