@@ -400,4 +400,28 @@ SCENARIOS: list[Scenario] = [
     ),
 ]
 
+# the issue's list first, in its order; the scenarios added beside it after
+ISSUE_27 = [
+    "sub_call",
+    "out_of_iterations",
+    "custom_tools",
+    "depth_2",
+    "non_string_answer",
+    "dict_context",
+    "message_list_context",
+    "with_root_prompt",
+    "without_root_prompt",
+    "max_errors",
+    "error_then_recovery",
+    "logger_memory",
+    "logger_dir",
+    "python_fence",
+    "final_text",
+    "answer_rebound",
+    "timeout",
+    "token_limit",
+    "persistent",
+    "compaction",
+]
+SCENARIOS.sort(key=lambda s: ISSUE_27.index(s.name) if s.name in ISSUE_27 else len(ISSUE_27))
 BY_NAME = {s.name: s for s in SCENARIOS}
