@@ -154,6 +154,8 @@ def log_files(log_dir: str | None) -> list[list[Any]] | None:
 
 
 def main(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec.get("pid_file"):
+        Path(spec["pid_file"]).write_text(str(os.getpid()))
     kwargs = dict(spec["rlm"])
     kwargs["backend_kwargs"] = {**kwargs.get("backend_kwargs", {}), "base_url": spec["url"]}
     if kwargs.get("other_backend_kwargs"):

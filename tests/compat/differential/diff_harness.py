@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,9 +133,23 @@ class Observation:
 OBSERVED: dict[str, tuple[Observation, Observation]] = {}  # scenario -> (official, compat), for the table
 
 
+def interrupter(pid_file: Path, at: int) -> Callable[[int], None]:
+    """A root-turn hook that sends the driver SIGINT (a user's Ctrl-C) when turn `at` is asked for,
+    then holds the reply back long enough for the interrupt to land first."""
+
+    def hook(index: int) -> None:
+        if index == at:
+            os.kill(int(pid_file.read_text()), signal.SIGINT)
+            time.sleep(2.0)
+
+    return hook
+
+
 def run_side(side: str, scenario: Scenario, workdir: Path) -> Observation:
     workdir.mkdir(parents=True, exist_ok=True)
     script = scenario.script()
+    if scenario.interrupt_at_root is not None:
+        script.on_root = interrupter(workdir / "driver.pid", scenario.interrupt_at_root)
     with ScriptedServer(script) as srv:
         spec = {
             "url": srv.url,
@@ -143,6 +160,7 @@ def run_side(side: str, scenario: Scenario, workdir: Path) -> Observation:
             "log_dir": str(workdir / "logs") if scenario.logger == "dir" else None,
             "callbacks": scenario.callbacks,
             "result_file": str(workdir / "result.json"),
+            "pid_file": str(workdir / "driver.pid"),
         }
         spec_file = workdir / "scenario.json"
         spec_file.write_text(json.dumps(spec, indent=1))

@@ -56,6 +56,7 @@ class Script:
     root_delay_s: float = 0.0
     tokens: tuple[int, int] = (100, 10)
     cost: float | None = None  # reported as usage.cost on every reply (OpenRouter style)
+    on_root: Callable[[int], None] | None = None  # called with each root turn's index before it is answered
     served: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -65,6 +66,8 @@ class Script:
             index = self.served.get(kind, 0)
             self.served[kind] = index + 1
         if kind == "root":
+            if self.on_root is not None:
+                self.on_root(index)
             if self.root_delay_s:
                 time.sleep(self.root_delay_s)
             text = self.root[min(index, len(self.root) - 1)]

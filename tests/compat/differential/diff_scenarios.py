@@ -35,6 +35,7 @@ class Scenario:
     callbacks: bool = False
     keep_system: bool = False  # compare the system prompt's text too (a custom_system_prompt)
     concurrent: bool = False  # sub-RLMs run at once: the callbacks' order does not count
+    interrupt_at_root: int | None = None  # SIGINT to the driver when this root turn (0-based) is asked for
     timeout_s: float = 180.0
 
     def rlm_kwargs(self) -> dict[str, Any]:
@@ -348,6 +349,15 @@ SCENARIOS: list[Scenario] = [
         lambda: Script(root=[repl("print('costly')")], cost=0.01),
         [{"prompt": CTX, "root_prompt": "Spend money."}],
         rlm={"max_budget": 0.025},
+    ),
+    Scenario(
+        "interrupted",
+        "Ctrl-C (SIGINT) while the second turn is awaited: CancellationError with the last reply as partial_answer",
+        lambda: Script(
+            root=[repl("print('working')", text="First turn."), repl(*answer("'late'"))], root_delay_s=0.0
+        ),
+        [{"prompt": CTX, "root_prompt": "Wait."}],
+        interrupt_at_root=1,
     ),
     Scenario(
         "setup_code",

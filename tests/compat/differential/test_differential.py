@@ -52,6 +52,7 @@ OFFICIAL_OUTCOME: dict[str, str] = {
     "timeout": "TimeoutExceededError",
     "token_limit": "TokenLimitExceededError",
     "budget": "BudgetExceededError",
+    "interrupted": "CancellationError",
     "setup_code": "42",
     "persistent": "42 second context",
     "compaction": "list:2",
