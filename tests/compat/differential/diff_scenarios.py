@@ -184,6 +184,18 @@ SCENARIOS: list[Scenario] = [
         concurrent=True,
     ),
     Scenario(
+        "child_out_of_iterations",
+        "max_depth=2, max_iterations=2: a child RLM that never answers gets the final ask; its reply flows back",
+        lambda: Script(
+            root=[repl("r = rlm_query('CHILD-TASK: never done')", *answer("'root got: ' + r"))],
+            child=[repl("print('child looking')")],
+            root_marker="ROOT-TASK",
+            final="child-final",
+        ),
+        [{"prompt": CTX, "root_prompt": "ROOT-TASK: delegate."}],
+        rlm={"max_depth": 2, "max_iterations": 2},
+    ),
+    Scenario(
         "rlm_query_at_depth_cap",
         "max_depth=1 (the default): rlm_query is a plain call",
         lambda: Script(root=[repl("r = rlm_query('LEAF: ping')", *answer("r"))], sub="pong"),
@@ -311,6 +323,23 @@ SCENARIOS: list[Scenario] = [
         ),
         [{"prompt": CTX, "root_prompt": "Two blocks."}],
         logger="memory",
+    ),
+    Scenario(
+        "scaffold_restored",
+        "model code rebinds context and llm_query: both are restored after the block",
+        lambda: Script(
+            root=[
+                repl("context = 'gone'", "llm_query = None"),
+                repl(*answer("context[:5] + ' ' + str(callable(llm_query))")),
+            ]
+        ),
+        [{"prompt": CTX, "root_prompt": "Rebind the scaffold."}],
+    ),
+    Scenario(
+        "show_vars",
+        "SHOW_VARS() returns the official listing of the REPL's variables",
+        lambda: Script(root=[repl("x = 1", "words = ['a']"), repl(*answer("SHOW_VARS()"))]),
+        [{"prompt": CTX, "root_prompt": "List."}],
     ),
     Scenario(
         "answer_rebound",
