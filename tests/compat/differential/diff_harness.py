@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from diff_kit import Scenario
 from diff_policies import first_line, kind_of
-from diff_scenarios import Scenario
 
 from rlmx.testing import ScriptedServer
 

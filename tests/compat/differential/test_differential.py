@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from diff_compare import FIELDS, REWORDINGS, USED, differing, fields_of
 from diff_harness import OBSERVED, Observation, run_side
-from diff_scenarios import BY_NAME, SCENARIOS, Scenario
+from diff_kit import Scenario
+from diff_scenarios import BY_NAME, SCENARIOS
 
 pytestmark = pytest.mark.peers
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from diff_harness import HERE, OBSERVED, Observation, message_skeleton, side_command
+from diff_kit import answer, repl
 from diff_policies import Script, kind_of
-from diff_scenarios import answer, repl
 from test_differential import check_fields
 
 from rlmx.testing import ScriptedServer
