@@ -68,16 +68,16 @@ def side_command(side: str) -> tuple[list[str], dict[str, str]]:
 def message_skeleton(message: dict[str, Any]) -> list[str]:
     """[role, line, ...]: what a message is made of, without the words that are each side's own.
 
-    The system prompt is reduced to its role; an assistant message (the script's own text) to its
-    first line; REPL feedback to its block headers, `Type: message` error lines, `REPL variables:` line
+    The system prompt is reduced to its role; an assistant message (the script's own text) is kept
+    whole; REPL feedback to its block headers, `Type: message` error lines, `REPL variables:` line
     and the official's mark of an output cut at 20,000 characters; any other user message to the first
     line of each of its paragraphs.
     """
     role, text = message["role"], str(message.get("content", ""))
     if role == "system":
         return [role, "<system prompt>"]
-    if role != "user":
-        return [role, first_line(text)]
+    if role != "user":  # the script's own reply (or the runtime's one-line final ask): all of it
+        return [role, text.strip()[:500]]
     lines = [line.strip() for line in text.splitlines()]
     if first_line(text).startswith("REPL output"):
         keep = [

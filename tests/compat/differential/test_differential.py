@@ -82,7 +82,20 @@ REFUSED_OBJECT = (
     " (a ValueError) with a line naming environment_kwargs={'isolated': False} (issue 27)"
 )
 
+LOADER_F = (
+    "the official REPL also holds `f`, the file handle its context loader leaves behind; compat's REPL has"
+    " no such name"
+)
+
+
+def _without_f(outcome: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**o, "response": str(o.get("response")).replace("'f': 'TextIOWrapper', ", "")} for o in outcome]
+
+
 DELIBERATE: dict[tuple[str, str], Deliberate] = {
+    ("show_vars", "outcome"): Deliberate(
+        LOADER_F, lambda off, comp: "'f': 'TextIOWrapper'" in str(off) and _without_f(off) == comp
+    ),
     ("object_tool", "outcome"): Deliberate(
         REFUSED_OBJECT,
         lambda off, comp: (

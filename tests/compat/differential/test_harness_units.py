@@ -61,9 +61,9 @@ def test_a_skeleton_keeps_the_framing_and_drops_the_prose() -> None:
         "Your context is a str of 5 total characters.",
     ]
     assert message_skeleton(SYSTEM) == ["system", "<system prompt>"]
-    assert message_skeleton({"role": "assistant", "content": "Let me look.\n```repl\nx = 1\n```"}) == [
+    assert message_skeleton({"role": "assistant", "content": "Let me look.\n```repl\nx = 1\n```\n"}) == [
         "assistant",
-        "Let me look.",
+        "Let me look.\n```repl\nx = 1\n```",
     ]
 
 
