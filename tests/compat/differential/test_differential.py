@@ -92,7 +92,20 @@ def _without_f(outcome: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**o, "response": str(o.get("response")).replace("'f': 'TextIOWrapper', ", "")} for o in outcome]
 
 
+def _logger_without_f(logger: dict[str, Any]) -> dict[str, Any]:
+    def strip(meta: Any) -> Any:
+        if not isinstance(meta, dict):
+            return meta
+        return {**meta, "block_locals": [[n for n in names if n != "f"] for names in meta["block_locals"]]}
+
+    return {**logger, "metadata": [strip(m) for m in logger["metadata"]]}
+
+
 DELIBERATE: dict[tuple[str, str], Deliberate] = {
+    ("*", "logger"): Deliberate(
+        LOADER_F + " (the block records' locals)",
+        lambda off, comp: "'f'" in str(off) and _logger_without_f(off) == comp,
+    ),
     ("show_vars", "outcome"): Deliberate(
         LOADER_F, lambda off, comp: "'f': 'TextIOWrapper'" in str(off) and _without_f(off) == comp
     ),
