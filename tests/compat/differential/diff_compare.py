@@ -1,7 +1,7 @@
 """What is compared between the two sides, normalised, and the one-line summaries of the table.
 
 A field is compared exactly after normalisation: the system prompt (each side writes its own) is
-reduced to its role, the first-line rewordings in REWORDINGS map both sides' wording to one name, and
+reduced to its role, the rewordings in REWORDINGS map both sides' wording of a line to one name, and
 times are reduced to their type (an elapsed time also to whether it passed the limit).
 """
 

@@ -162,10 +162,10 @@ ISSUE_27: list[Scenario] = [
     ),
     Scenario(
         "timeout",
-        "max_timeout=3 s and root turns that take 2 s: TimeoutExceededError before the third turn",
-        lambda: Script(root=[repl("print('slow')", text="Turn.")], root_delay_s=2.0),
+        "max_timeout=4.5 s and root turns that take 3 s: TimeoutExceededError before the third turn",
+        lambda: Script(root=[repl("print('slow')", text="Turn.")], root_delay_s=3.0),
         [{"prompt": CTX, "root_prompt": "Take your time."}],
-        rlm={"max_timeout": 3.0},
+        rlm={"max_timeout": 4.5},
     ),
     Scenario(
         "token_limit",
