@@ -47,10 +47,11 @@ def compat_python() -> str:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not OBSERVED:
         return
-    from table import render
+    from table import documented, render
 
+    text = render(OBSERVED) + "\n\n" + documented()
     terminalreporter.write_sep("-", "official rlms 0.1.3 beside rlmx.compat.rlms")
-    terminalreporter.write_line(render(OBSERVED))
+    terminalreporter.write_line(text)
     out = os.environ.get("RLMX_DIFF_TABLE")
     if out:
-        Path(out).write_text(render(OBSERVED) + "\n")
+        Path(out).write_text(text + "\n")

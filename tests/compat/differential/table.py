@@ -52,6 +52,21 @@ def render(observed: dict[str, tuple[Observation, Observation]]) -> str:
     return "\n".join(rows)
 
 
+def documented() -> str:
+    """The documented differences and the rewordings, one line each, for a note beside the table."""
+    from diff_compare import REWORDINGS
+    from test_differential import DELIBERATE
+
+    lines = ["Documented differences (test_differential.DELIBERATE):"]
+    lines += [f"- {scenario} / {field}: {entry.reason}" for (scenario, field), entry in DELIBERATE.items()]
+    lines.append("Lines each side words its own way, compared by what they carry (diff_compare.REWORDINGS):")
+    lines.append(
+        "- <system prompt>: rlmx writes its own (docs/dialects.md); compared whole where the user gave it"
+    )
+    lines += [f"- {r.name}: {r.reason}" for r in REWORDINGS]
+    return "\n".join(lines)
+
+
 def main(names: list[str]) -> None:
     ensure_official_env()
     observed = {}
@@ -74,6 +89,8 @@ def main(names: list[str]) -> None:
             observed[name] = pair
             print(f"{name}: {verdict(name, *pair)}", file=sys.stderr, flush=True)
     print(render(observed))
+    print()
+    print(documented())
 
 
 if __name__ == "__main__":
