@@ -8,6 +8,12 @@ from diff_policies import Script
 
 EXTRA: list[Scenario] = [
     Scenario(
+        "none_answer",
+        "answer['ready'] = True with content None: the response is 'None'",
+        lambda: Script(root=[repl(*answer("None"))]),
+        [{"prompt": CTX, "root_prompt": "Nothing."}],
+    ),
+    Scenario(
         "batched_sub_calls",
         "llm_query_batched from model code: the replies in the prompts' order",
         lambda: Script(

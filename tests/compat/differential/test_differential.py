@@ -34,6 +34,7 @@ OFFICIAL_OUTCOME: dict[str, str] = {
     "depth_2": "CHILD-TASK/pong",
     "rlm_query_batched": "CHILD-A|CHILD-B",
     "rlm_query_at_depth_cap": "pong",
+    "none_answer": "None",
     "non_string_answer": "{'n': 3, 'items': [1, 2]}",
     "dict_context": "3",
     "message_list_context": "[{'role': 'user', 'content': 'hello there'}, {'role': 'assistant', 'content': 'hi'}]",
