@@ -7,6 +7,11 @@ message before every turn (the first with a reminder to look at the context), fe
 output then a `REPL variables: [...]` line, only ```` ```repl ```` blocks run, an answer set by a block
 that then raised still counts, and `rlm_query` without a context gives the child its prompt as context.
 
+`official-strict` is the official runtime as `rlmx.compat.rlms` runs it (never chosen by name): only the
+`answer` dict ends a run (no FINAL / FINAL_VAR in the REPL or in prose), no message for a reply without
+code, the limits checked between turns as the official does (`TurnLimits`), a final call only after the
+last turn (an assistant message; the whole reply is the answer), and an optional prologue message.
+
 A dialect is chosen once, from the prompt profile (`dialect_named`), and passed down: the engine asks
 the object, never the name, and the worker gets its half (`repl`, an `rlmx.repl.dialect.ReplDialect`)
 in its settings. This module is the only place a dialect's name is compared.
@@ -14,15 +19,18 @@ in its settings. This module is the only place a dialect's name is compared.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from rlmx.engine.parse import RUNNABLE
 from rlmx.prompts import turn_header
 from rlmx.repl import dialect as repl_dialect
 
 if TYPE_CHECKING:
+    from rlmx.engine.ledger import Ledger
+    from rlmx.outcomes import LimitReason
     from rlmx.sandbox.base import ExecResult
 
 
@@ -36,14 +44,41 @@ class Dialect:
     # an `answer` dict set ready by a block that then raised is turned down (the model is told why)
     rejects_answer_of_failed_block: bool = True
     child_context_is_prompt: bool = False  # rlm_query without a context: the child's context is its prompt
+    honours_final_text: bool = True  # a FINAL(...) / FINAL_VAR(...) line in a reply's prose ends the run
+    whole_reply_is_answer: bool = False  # the reply to the final call at a limit, unread, is the answer
+    child_has_question: bool = True  # a child RLM is asked its prompt (else: its context holds the task)
 
     def __str__(self) -> str:
         return self.name
 
     # --- messages ------------------------------------------------------------------------------------
-    def opening(self, meta: str, question: str) -> str:
-        """The first user message: the question and what the context is."""
+    def opening(self, meta: str, question: str | None) -> str:
+        """The first user message: the question and what the context is (a run without a question: the
+        context holds the task)."""
+        if question is None:
+            return f"{meta}\n\nNo separate question was given: the task is in the context."
         return f"{meta}\n\nQuestion: {question}"
+
+    def prologue(self) -> list[dict[str, Any]]:
+        """User messages after the opening, before the first turn (none here)."""
+        return []
+
+    # --- limits --------------------------------------------------------------------------------------
+    def stop_before_turn(self, ledger: Ledger) -> LimitReason | None:
+        """A limit that stops the RLM before its next turn (none here: the ledger checks every call)."""
+        return None
+
+    def stop_after_turn(self, ledger: Ledger, failing_turns: int) -> LimitReason | None:
+        """A limit the turn just made passed, checked before its answer is taken (none here)."""
+        return None
+
+    def asks_at(self, reason: str) -> bool:
+        """Whether the RLM stopped by `reason` gets one more call asking for its answer."""
+        return True
+
+    def final_request(self, reason: str) -> dict[str, Any]:
+        """The message that asks for the answer at a limit."""
+        return {"role": "user", "content": self.forced_final(reason)}
 
     def turn_prompt(self, iteration: int, max_iterations: int) -> str | None:
         """The user message before a turn, if the dialect sends one."""
@@ -99,8 +134,8 @@ class OfficialDialect(Dialect):
     rejects_answer_of_failed_block: bool = False
     child_context_is_prompt: bool = True  # as in the official runtime
 
-    def opening(self, meta: str, question: str) -> str:
-        return f"Answer the following: {question}\n\n{meta}"
+    def opening(self, meta: str, question: str | None) -> str:
+        return meta if question is None else f"Answer the following: {question}\n\n{meta}"
 
     def turn_prompt(self, iteration: int, max_iterations: int) -> str | None:
         """`Turn i/N:`, the first with a reminder."""
@@ -149,8 +184,69 @@ class OfficialDialect(Dialect):
         return "`history` is `history_0`"
 
 
+@dataclass(frozen=True)
+class TurnLimits:
+    """The official runtime's limits, checked between turns: before a turn, the time since the run
+    started against `timeout_s`; after it, the consecutive failing turns against `max_errors`, the known
+    cost (provider-reported) against `max_cost_usd`, the tokens (input + output) against
+    `max_total_tokens`. A limit passed stops the RLM without asking for an answer."""
+
+    timeout_s: float | None = None
+    max_errors: int | None = None
+    max_cost_usd: float | None = None
+    max_total_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class StrictOfficialDialect(OfficialDialect):
+    """The official runtime's own contract, for `rlmx.compat.rlms`; see the module docstring."""
+
+    name: str = "official-strict"
+    repl: repl_dialect.ReplDialect = repl_dialect.OFFICIAL_STRICT
+    honours_final_text: bool = False
+    whole_reply_is_answer: bool = True
+    child_has_question: bool = False
+    limits: TurnLimits = field(default_factory=TurnLimits)
+    user_prologue: str | None = None
+
+    def prologue(self) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": self.user_prologue}] if self.user_prologue else []
+
+    def stop_before_turn(self, ledger: Ledger) -> LimitReason | None:
+        timeout = self.limits.timeout_s
+        if timeout is not None and time.monotonic() - ledger.started > timeout:
+            return "timeout"
+        return None
+
+    def stop_after_turn(self, ledger: Ledger, failing_turns: int) -> LimitReason | None:
+        limits = self.limits
+        if limits.max_errors is not None and failing_turns >= limits.max_errors:
+            return "max_errors"
+        if limits.max_cost_usd is not None and ledger.spent_usd > limits.max_cost_usd:
+            return "max_cost_usd"
+        if limits.max_total_tokens is not None and ledger.tokens_used() > limits.max_total_tokens:
+            return "max_total_tokens"
+        return None
+
+    def asks_at(self, reason: str) -> bool:
+        return reason == "max_iterations"
+
+    def final_request(self, reason: str) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "content": "Give the final answer to the question now, from what the turns above found.",
+        }
+
+    def no_code(self) -> str:
+        return ""
+
+    def skipped_note(self, count: int) -> str:
+        return ""
+
+
 RLMX = Dialect()
 OFFICIAL = OfficialDialect()
+STRICT_OFFICIAL = StrictOfficialDialect()
 DIALECTS = {d.name: d for d in (RLMX, OFFICIAL)}
 
 
@@ -199,7 +295,7 @@ def official_feedback(results: Sequence[ExecResult], notes: list[str]) -> str:
         body = "\n\n".join(pieces) if pieces else "No output"
         header = f"REPL output (block {index}):" if len(results) > 1 else "REPL output:"
         parts.append(f"{header}\n{body}")
-    return "\n\n".join(parts + notes)
+    return "\n\n".join(parts + [note for note in notes if note])
 
 
 def error_line(error: str) -> str:

@@ -51,7 +51,7 @@ class Node:
         state: RunState,
         *,
         depth: int,
-        question: str,
+        question: str | None,
         payload: ContextPayload,
         meta: str,
         parent_id: str | None,
@@ -79,6 +79,7 @@ class Node:
         self.sub_lm = state.models.for_depth(depth + 1)
         self.repl = repl or ReplHandle(state.sandbox_factory())  # a session's root keeps the session's
         self.note = note  # lines the opening adds after the context's description (a session's)
+        self.setup_code: str | None = None  # run in the REPL before the first turn (its output unseen)
         self.history = History(
             state.history_settings, state.history_settings.context_window or state.models.window(self.lm)
         )
@@ -123,7 +124,7 @@ class Node:
                     id=self.id,
                     parent_id=self.parent_id,
                     depth=self.depth,
-                    question=excerpt(self.question, self.state.excerpt_chars),
+                    question=excerpt(self.question or "", self.state.excerpt_chars),
                     model=self.lm.name,
                     batch_id=self.batch_id,
                 )
@@ -164,23 +165,27 @@ class Node:
 
     def first_messages(self) -> list[dict[str, Any]]:
         """This RLM's first request: the system prompt and the opening (with a session's note)."""
-        return self.state.first_messages(
-            self.depth, self.sub_lm, self.meta + self.note, self.question, self.output
-        )
+        asked = self.question if self.state.profile.dialect.child_has_question or not self.is_child else None
+        return self.state.first_messages(self.depth, self.sub_lm, self.meta + self.note, asked, self.output)
 
     async def _turns(self) -> NodeResult:
         limits, profile = self.state.limits, self.state.profile
+        dialect, ledger = profile.dialect, self.state.ledger
         await self._measured_meta()
-        for message in self.first_messages():
+        if self.setup_code:
+            await self._exec(self.setup_code)
+        for message in [*self.first_messages(), *dialect.prologue()]:
             self.history.append(message)
         for iteration in range(1, limits.max_iterations + 1):
             self.iteration = iteration
+            if stop := dialect.stop_before_turn(ledger):
+                return await self._forced_final(stop)
             if self.history.needs_compaction():
                 await compact(
                     self.state,
                     self.history,
                     lm=self.lm,
-                    question=self.question,
+                    question=self.question or "(none: the task is in the context)",
                     node_id=self.id,
                     depth=self.depth,
                     iteration=self.iteration,
@@ -199,6 +204,8 @@ class Node:
                 return self._error(f"model call failed: {exc}")
             self.history.append({"role": "assistant", "content": reply})
             done = await self._act(reply)
+            if stop := dialect.stop_after_turn(ledger, self.failing_turns):
+                return await self._forced_final(stop)
             if done is not None:
                 return self._finish(done, "final" if done.error is None else "error")
             if limits.max_errors is not None and self.failing_turns >= limits.max_errors:
@@ -233,7 +240,7 @@ class Node:
         FINAL line in the reply's prose) ends the loop, and blocks after it do not run. Otherwise the
         outputs go back to the model as the next user message."""
         profile = self.state.profile
-        parsed = parse_reply(reply, profile.runnable)
+        parsed = parse_reply(reply, profile.runnable, finals=profile.dialect.honours_final_text)
         results: list[ExecResult] = []
         notes: list[str] = []
         code_failed = rejected = False
@@ -271,7 +278,7 @@ class Node:
                         return done
                 else:
                     notes.append(problem)
-        if not parsed.code_blocks and parsed.final is None:
+        if not parsed.code_blocks and parsed.final is None and profile.no_code():
             notes.append(profile.no_code())
         self.failing_turns = self.failing_turns + 1 if code_failed else 0
         feedback = profile.feedback(
@@ -282,7 +289,8 @@ class Node:
             calls_left=self.state.ledger.calls_left(),
             skipped=parsed.skipped,
         )
-        self.history.append({"role": "user", "content": feedback})
+        if feedback:  # the strict official dialect says nothing after a reply without code
+            self.history.append({"role": "user", "content": feedback})
         return None
 
     def _accept(self, answer: Answer, parts: list[str]) -> Answer | None:
@@ -371,7 +379,10 @@ class Node:
         """A limit stopped the loop: one call asking for an answer from what is known. Its answer is the
         reply's FINAL value or, without one, its prose with code removed; never code, never made up."""
         self.emit(Limit(**self.here(), reason=reason, iteration=self.iteration))
-        ask = {"role": "user", "content": self.state.profile.forced_final(reason)}
+        dialect = self.state.profile.dialect
+        if not dialect.asks_at(reason):  # the official runtime stops at once
+            return self._finish(Answer.none(f"stopped by {reason}"), reason)
+        ask = dialect.final_request(reason)
         try:
             reply = await self._call(
                 self.history.for_model(), purpose="final", final=self.depth == 0, extra=[ask]
@@ -402,7 +413,10 @@ class Node:
         """The answer of a forced final reply, in every form: its code blocks run (sub-calls refused)
         while the REPL is alive; when it is not, an `answer = {...}` in them is read as a literal; then a
         FINAL line; then its prose. None (with why) when the reply holds no answer."""
-        parsed = parse_reply(reply, self.state.profile.runnable)
+        dialect = self.state.profile.dialect
+        if dialect.whole_reply_is_answer:
+            return Answer(reply, "prose") if reply.strip() else Answer.none("the final reply was empty")
+        parsed = parse_reply(reply, self.state.profile.runnable, finals=dialect.honours_final_text)
         if parsed.code_blocks and self.repl.alive:
             for code in parsed.code_blocks:
                 result = await self._exec(code, sub_calls=False)
@@ -445,7 +459,7 @@ class Node:
 
     async def run_child(
         self,
-        question: str,
+        question: str | None,
         payload: ContextPayload,
         meta: str,
         parent_id: str,

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 DEFAULT_BATCH_WIDTH = 128  # calls of a batch under way at once when the model does not say its concurrency
 
 # starts a child RLM one level down and waits for it: (question, payload, meta, parent_id, batch_id, model)
-Spawn = Callable[[str, ContextPayload, str, str, "str | None", "BaseLM | None"], Awaitable[NodeResult]]
+Spawn = Callable[
+    ["str | None", ContextPayload, str, str, "str | None", "BaseLM | None"], Awaitable[NodeResult]
+]
 
 
 class SubCalls:

@@ -19,10 +19,20 @@ class ReplDialect:
     # REPL's own answer dict's contents
     answer_reserved: bool = False
     history_is_first: bool = False  # in a session, `history` is `history_0` (else this question's messages)
+    final_functions: bool = True  # FINAL and FINAL_VAR are in the namespace (else a NameError, as officially)
 
 
 RLMX = ReplDialect("rlmx")
 # the official RLM runtime: no echo, the variables listed after each block, the answer dict reserved
 OFFICIAL = ReplDialect(
     "official", echo_last_expression=False, list_variables=True, answer_reserved=True, history_is_first=True
+)
+# the official runtime as `rlmx.compat.rlms` runs it: no FINAL / FINAL_VAR, only the answer dict ends a run
+OFFICIAL_STRICT = ReplDialect(
+    "official-strict",
+    echo_last_expression=False,
+    list_variables=True,
+    answer_reserved=True,
+    history_is_first=True,
+    final_functions=False,
 )

@@ -137,9 +137,9 @@ class ReplNamespace:
             search=bound["search"],
             Match=helpers.Match,
             SHOW_VARS=self.SHOW_VARS,
-            FINAL=self.FINAL,
-            FINAL_VAR=self.FINAL_VAR,
         )
+        if dialect.final_functions:
+            self.names.update(FINAL=self.FINAL, FINAL_VAR=self.FINAL_VAR)
         if session:  # a session's REPL: its first context is also `context_0`
             self.names["context_0"] = context
         self.names.update(tools or {})
