@@ -9,7 +9,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from rlmx.compat.rlms.clients import Backend, backend_model
 from rlmx.compat.rlms.core.limits import raise_for, run_limits
@@ -123,6 +123,7 @@ class RLM:
         self._session: Any = None
         self._trajectory: Trajectory | None = None
         self._setup_code: str | None = None
+        self._children: dict[str, tuple[float, str]] = {}  # a child RLM's start and model, by its id
         if logger is not None or verbose:
             kwargs = backend_kwargs or {}
             metadata = RLMMetadata(
@@ -172,22 +173,21 @@ class RLM:
         )
 
     def _callbacks(self, event: Any) -> None:
-        """The sub-call callbacks, fired as child RLMs start and end (a callback's error is ignored)."""
+        """The sub-call callbacks, fired as child RLMs start and end, with the official's depth and model
+        name (a callback's error is ignored, as officially)."""
         from rlmx.trace.events import ChildEnd, ChildStart, excerpt_text
 
+        names = self._trajectory.names if self._trajectory else {}
         try:
-            if isinstance(event, ChildStart) and self.on_subcall_start:
-                self._child_started = getattr(self, "_child_started", {})
-                self._child_started[event.id] = (time.perf_counter(), event.model)
-                self.on_subcall_start(
-                    event.depth + self.depth, event.model, excerpt_text(event.question)[:80]
-                )
+            if isinstance(event, ChildStart):
+                model = names.get(event.model, event.model)
+                self._children[event.id] = (time.perf_counter(), model)
+                if self.on_subcall_start:
+                    self.on_subcall_start(event.depth + self.depth, model, excerpt_text(event.question)[:80])
             elif isinstance(event, ChildEnd) and self.on_subcall_complete:
-                began, model = getattr(self, "_child_started", {}).get(
-                    event.child_id, (time.perf_counter(), "")
-                )
+                began, model = self._children.pop(event.child_id, (time.perf_counter(), ""))
                 self.on_subcall_complete(
-                    event.depth + 1 + self.depth, model, time.perf_counter() - began, event.error
+                    event.depth + self.depth, model, time.perf_counter() - began, event.error
                 )
         except Exception:
             pass
@@ -259,7 +259,9 @@ class RLM:
             try:
                 response = await lm.complete(messages, CallSettings(max_output_tokens=root.max_output_tokens))
             finally:
-                await lm.aclose()
+                close = getattr(lm, "aclose", None)
+                if close is not None:
+                    await close()
             return response.text
 
         return asyncio.run(call())
@@ -274,7 +276,7 @@ class RLM:
     def __enter__(self) -> RLM:
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 

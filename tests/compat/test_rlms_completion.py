@@ -1,0 +1,170 @@
+"""`rlmx.compat.rlms.RLM.completion` end to end over a scripted server: what it returns, what the model
+is sent, and the strict official contract (only the `answer` dict ends a run)."""
+
+from __future__ import annotations
+
+import pytest
+from rlms_support import compat, ready, repl, roots, shape
+
+from rlmx.compat.rlms import RLM, RLMLogger
+from rlmx.compat.rlms.core.types import RLMChatCompletion
+from rlmx.testing import ScriptedModel
+
+CONTEXT = "alpha line\nbeta line with the number 7\ngamma line\n" * 5
+
+
+def test_a_completion_answers_with_the_answer_dict_and_reports_usage_by_model() -> None:
+    model = ScriptedModel(root=[repl("n = llm_query('count?')\nprint(n)"), ready("'7'")], sub="seven")
+    with compat(model) as (rlm, srv):
+        out = rlm.completion(CONTEXT, root_prompt="What is the number?")
+    assert isinstance(out, RLMChatCompletion)
+    assert out.response == "7" and out.root_model == "gpt-test" and out.prompt == CONTEXT
+    usage = out.usage_summary.model_usage_summaries["gpt-test"]
+    assert usage.total_calls == 3 and usage.total_input_tokens > 0 and usage.total_output_tokens > 0
+    assert out.metadata is None and out.error is None and out.execution_time > 0
+    first = shape(roots(srv)[0])
+    assert [role for role, _ in first] == ["system", "user", "user"]
+    assert first[1][1] == "Answer the following: What is the number?"
+    assert first[2][1].startswith("You have not looked at the context")
+    second = shape(roots(srv)[1])
+    assert [line for _, line in second[3:]] == ["```repl", "REPL output:", "Turn 2/30:"]
+
+
+def test_without_root_prompt_the_prompt_is_the_context_and_there_is_no_question() -> None:
+    model = ScriptedModel(root=[ready("context[:5]")])
+    with compat(model) as (rlm, srv):
+        out = rlm.completion("Sum these numbers: 1 2 3")
+    assert out.response == "Sum t"
+    opening = roots(srv)[0].messages[1]["content"]
+    assert "Answer the following" not in opening and "Question" not in opening
+    assert opening.startswith("Your context is a str")
+
+
+def test_final_text_and_final_in_code_do_not_end_the_run() -> None:
+    model = ScriptedModel(root=["FINAL(too early)", repl("FINAL('also not')"), ready("'done'")])
+    with compat(model) as (rlm, srv):
+        out = rlm.completion(CONTEXT, root_prompt="q")
+    assert out.response == "done" and len(roots(srv)) == 3
+    second = [m["role"] for m in roots(srv)[1].messages]
+    assert second[-2:] == ["assistant", "user"]  # no feedback after a reply without code, then Turn 2
+    assert "NameError: name 'FINAL' is not defined" in roots(srv)[2].messages[-2]["content"]
+
+
+@pytest.mark.parametrize(
+    ("cell", "expected"),
+    [
+        ('answer["content"] = [1, 2, 3]\nanswer["ready"] = True', "[1, 2, 3]"),
+        ('answer = {"content": 41 + 1, "ready": True}', "42"),
+    ],
+    ids=["non-string", "rebound"],
+)
+def test_the_answer_is_the_content_as_a_string(cell: str, expected: str) -> None:
+    with compat(ScriptedModel(root=[repl(cell)])) as (rlm, _):
+        assert rlm.completion(CONTEXT).response == expected
+
+
+def test_out_of_iterations_the_final_call_is_an_assistant_message_and_its_reply_is_the_answer() -> None:
+    model = ScriptedModel(root=[repl("print(1)")], final="The number is 7.\n```repl\nprint(2)\n```")
+    with compat(model, max_iterations=2) as (rlm, srv):
+        out = rlm.completion(CONTEXT, root_prompt="q")
+    assert out.response == "The number is 7.\n```repl\nprint(2)\n```"
+    final = [r for r in srv.requests if r.purpose == "final"]
+    assert len(final) == 1 and final[0].messages[-1]["role"] == "assistant"
+    assert len(roots(srv)) == 3
+
+
+def test_dict_and_message_list_contexts_reach_the_repl_as_values() -> None:
+    model = ScriptedModel(root=[ready("type(context).__name__ + str(len(context))")])
+    with compat(model) as (rlm, _):
+        assert rlm.completion({"a": "x", "b": "y"}).response == "dict2"
+        messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+        assert rlm.completion(messages).response == "list2"
+
+
+def test_the_logger_keeps_the_trajectory_in_memory_and_in_the_official_jsonl_shape(tmp_path) -> None:
+    import json
+
+    model = ScriptedModel(root=[repl("print('seen')"), ready("'ok'")])
+    logger = RLMLogger(log_dir=str(tmp_path / "logs"), file_name="run")
+    with compat(model, logger=logger) as (rlm, _):
+        out = rlm.completion(CONTEXT, root_prompt="q")
+    trajectory = out.metadata
+    assert trajectory is not None and set(trajectory) == {"run_metadata", "iterations"}
+    assert trajectory["run_metadata"]["root_model"] == "gpt-test"
+    assert "api_key" not in trajectory["run_metadata"]["backend_kwargs"]
+    first, last = trajectory["iterations"]
+    assert set(first) == {
+        "type",
+        "iteration",
+        "timestamp",
+        "prompt",
+        "response",
+        "code_blocks",
+        "final_answer",
+        "iteration_time",
+    }
+    assert first["code_blocks"][0]["result"]["stdout"].strip() == "seen"
+    assert first["final_answer"] is None and last["final_answer"] == "ok"
+    assert [m["role"] for m in last["prompt"]][-3:] == ["assistant", "user", "user"]
+    files = list((tmp_path / "logs").glob("run_*.jsonl"))
+    assert len(files) == 1
+    records = [json.loads(line) for line in files[0].read_text().splitlines()]
+    assert [r["type"] for r in records] == ["metadata", "iteration", "iteration"]
+
+
+def test_a_block_error_is_shown_as_the_official_shows_it_and_the_run_recovers() -> None:
+    model = ScriptedModel(root=[repl("{}['missing']"), ready("'recovered'")])
+    with compat(model) as (rlm, srv):
+        out = rlm.completion(CONTEXT)
+    assert out.response == "recovered"
+    assert "KeyError: 'missing'" in roots(srv)[1].messages[-2]["content"]
+
+
+def test_setup_code_runs_in_the_repl_before_the_first_turn() -> None:
+    model = ScriptedModel(root=[ready("str(PRESET * 2)")])
+    with compat(model, environment_kwargs={"setup_code": "PRESET = 21"}) as (rlm, srv):
+        assert rlm.completion(CONTEXT).response == "42"
+    assert len(roots(srv)) == 1
+
+
+def test_persistent_keeps_one_repl_across_completions() -> None:
+    turns = iter(
+        [repl("kept = 5") + "\n" + ready("'first'"), ready("str(kept) + '/' + context_1 + '/' + context")]
+    )
+    with compat(lambda messages, call: next(turns), persistent=True) as (rlm, srv):
+        first = rlm.completion("first context")
+        second = rlm.completion("second context")
+    assert first.response == "first" and second.response == "5/second context/first context"
+    assert "history_0" in roots(srv)[1].messages[1]["content"]
+
+
+def test_the_context_manager_closes_and_close_is_harmless_twice() -> None:
+    rlm = RLM(backend_kwargs={"model_name": "m"})
+    with rlm as same:
+        assert same is rlm
+    rlm.close()
+
+
+def test_a_user_prologue_is_a_user_message_after_the_opening() -> None:
+    with compat(ScriptedModel(root=[ready("'x'")]), user_prologue="Tip: count lines.") as (rlm, srv):
+        rlm.completion(CONTEXT, root_prompt="q")
+    messages = roots(srv)[0].messages
+    assert [m["role"] for m in messages] == ["system", "user", "user", "user"]
+    assert messages[2]["content"] == "Tip: count lines."
+
+
+def test_custom_system_prompt_is_formatted_and_orchestrator_adds_the_delegation_paragraph() -> None:
+    tools = {"lookup": {"tool": lambda key: key.upper(), "description": "Upper-cases a key"}}
+    prompt = "Be brief.{custom_tools_section}"
+    with compat(
+        ScriptedModel(root=[ready("lookup('k')")]),
+        custom_system_prompt=prompt,
+        custom_tools=tools,
+        orchestrator=False,
+    ) as (rlm, srv):
+        assert rlm.completion(CONTEXT).response == "K"
+    system = roots(srv)[0].messages[0]["content"]
+    assert system.startswith("Be brief.") and "lookup" in system and "Work in steps" not in system
+    with compat(ScriptedModel(root=[ready("'x'")]), custom_system_prompt="Short.") as (rlm, srv):
+        rlm.completion(CONTEXT)
+    assert "Work in steps" in roots(srv)[0].messages[0]["content"]
