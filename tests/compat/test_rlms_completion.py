@@ -168,3 +168,31 @@ def test_custom_system_prompt_is_formatted_and_orchestrator_adds_the_delegation_
     with compat(ScriptedModel(root=[ready("'x'")]), custom_system_prompt="Short.") as (rlm, srv):
         rlm.completion(CONTEXT)
     assert "Work in steps" in roots(srv)[0].messages[0]["content"]
+
+
+def test_the_quickstart_pattern_runs_with_only_its_imports_changed(tmp_path, monkeypatch, capsys) -> None:
+    """The official quickstart's shape: key and endpoint from the environment, the docker environment,
+    a logger writing to a folder, verbose output, a completion without root_prompt, the result printed."""
+    from rlmx.testing import ScriptedServer
+
+    model = ScriptedModel(root=[repl("print(context)"), ready("'1\\n2\\n4\\n8\\n16'")])
+    with ScriptedServer(model) as srv:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-fake")
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        logger = RLMLogger(log_dir=str(tmp_path / "logs"))
+        rlm = RLM(
+            backend="openai",
+            backend_kwargs={"model_name": "gpt-5-nano", "api_key": "sk-test-fake"},
+            environment="docker",
+            environment_kwargs={},
+            max_depth=1,
+            logger=logger,
+            verbose=True,
+        )
+        result = rlm.completion("Print me the first 5 powers of two, each on a newline.")
+        print(result)
+    assert result.response == "1\n2\n4\n8\n16"
+    captured = capsys.readouterr()
+    assert "RLMChatCompletion(root_model='gpt-5-nano'" in captured.out
+    assert "[rlm] final answer: 1" in captured.err
+    assert len(list((tmp_path / "logs").glob("rlm_*.jsonl"))) == 1

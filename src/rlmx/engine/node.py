@@ -10,9 +10,9 @@ from rlmx.answer import Answer, from_wire
 from rlmx.context.metadata import render
 from rlmx.context.payload import ContextPayload
 from rlmx.engine.compaction import compact
-from rlmx.engine.finals import literal_answer
+from rlmx.engine.finals import forced_answer
 from rlmx.engine.history import History
-from rlmx.engine.parse import parse_reply, prose_of
+from rlmx.engine.parse import parse_reply
 from rlmx.engine.repl_handle import ReplHandle
 from rlmx.engine.result import NodeResult
 from rlmx.engine.run_state import RunState
@@ -398,7 +398,7 @@ class Node:
             )
         self.history.append(ask)
         self.history.append({"role": "assistant", "content": reply})
-        answer = await self._forced_answer(reply)
+        answer = await forced_answer(self, reply)
         if not answer.given:
             return self._finish(Answer.none(f"stopped by {reason}; {answer.error}"), reason)
         if self.output is not None:  # no corrections left at a limit: the answer matches or it is reported
@@ -408,32 +408,6 @@ class Node:
             else:
                 answer = checked
         return self._finish(answer, reason)
-
-    async def _forced_answer(self, reply: str) -> Answer:
-        """The answer of a forced final reply, in every form: its code blocks run (sub-calls refused)
-        while the REPL is alive; when it is not, an `answer = {...}` in them is read as a literal; then a
-        FINAL line; then its prose. None (with why) when the reply holds no answer."""
-        dialect = self.state.profile.dialect
-        if dialect.whole_reply_is_answer:
-            return Answer(reply, "prose") if reply.strip() else Answer.none("the final reply was empty")
-        parsed = parse_reply(reply, self.state.profile.runnable, finals=dialect.honours_final_text)
-        if parsed.code_blocks and self.repl.alive:
-            for code in parsed.code_blocks:
-                result = await self._exec(code, sub_calls=False)
-                if result.final is not None and result.error is None:
-                    return from_wire(result.final)
-        elif parsed.code_blocks:
-            literal = literal_answer(parsed.code_blocks)
-            if literal is not None:
-                return literal
-        problem = "the model's final reply held no answer"
-        if parsed.final is not None:
-            answer, resolve_problem = await self._resolve(parsed.final)
-            if resolve_problem is None:
-                return answer
-            problem = resolve_problem
-        text = prose_of(reply)
-        return Answer(text, "prose") if text else Answer.none(problem)
 
     async def answer_after_timeout(self) -> NodeResult:
         """The run's time is up and its REPL is gone: one bounded call for an answer from the history."""

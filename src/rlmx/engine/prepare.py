@@ -1,5 +1,6 @@
 """What `RLM._prepare` reads besides the spec: the run's trace file, tools named by reference, event
-sinks, the keys that tell when the spec's models or tools were reassigned, and the question's check."""
+sinks, the keys that tell when the spec's models or tools were reassigned (`spec`: a RunSpec, which this
+layer does not import), and the question's check."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from rlmx.errors import ConfigError
 from rlmx.paths import trace_dir
 
 if TYPE_CHECKING:
-    from rlmx.spec.run import RunSpec
     from rlmx.trace.writer import Sink
 
 
@@ -58,7 +58,7 @@ def spec_key(value: Any) -> Any:
     return value if value is None or isinstance(value, (str, bool, Path)) else id(value)
 
 
-def models_key(spec: RunSpec) -> tuple[Any, ...]:
+def models_key(spec: Any) -> tuple[Any, ...]:
     """What the models are made from; assigning any of these after construction takes effect at
     the next run."""
     by_depth = tuple(sorted((int(d), spec_key(m)) for d, m in spec.models_by_depth.items()))
@@ -72,5 +72,5 @@ def models_key(spec: RunSpec) -> tuple[Any, ...]:
     )
 
 
-def tools_key(spec: RunSpec) -> tuple[Any, ...]:
+def tools_key(spec: Any) -> tuple[Any, ...]:
     return (spec_key(spec.tools), spec_key(spec.sub_tools), spec.tool_timeout_s, spec.tool_max_bytes)

@@ -20,13 +20,23 @@ from rlmx.compat.rlms.environments import environment_of, tool_set
 from rlmx.compat.rlms.logger import RLMLogger, VerbosePrinter
 from rlmx.compat.rlms.utils.exceptions import CancellationError
 from rlmx.engine.threads import UnwaitedExecutor
-from rlmx.errors import InvalidSettings
+from rlmx.errors import InvalidSettings, ModelError
 from rlmx.limits import HistorySettings
 from rlmx.lm.base import CallSettings
 from rlmx.lm.registry import resolve_model
 from rlmx.spec.base import ModelRef
 
 PERSISTENT_ENVIRONMENTS = ("local", "ipython", "docker")
+
+
+def load_env_file() -> None:
+    """A `.env` file's variables, as the official package loads them on import (when python-dotenv is
+    installed; variables already set are kept)."""
+    try:
+        from dotenv import load_dotenv
+    except ImportError:
+        return
+    load_dotenv()
 
 
 def no_price(model: str, usage: Any) -> float | None:
@@ -144,6 +154,8 @@ class RLM:
     def _build(self) -> Any:
         from rlmx.rlm import RLM as Engine
 
+        load_env_file()
+
         root = backend_model(self.backend, self.backend_kwargs)
         sub: Backend | None = None
         if self.other_backends and self.other_backend_kwargs:
@@ -222,7 +234,7 @@ class RLM:
             self.verbose.print_iteration(iteration, number)
         raise_for(self, result, self._trajectory, elapsed)
         if result.stopped_by == "error" or answer is None:
-            raise RuntimeError(f"rlmx.compat.rlms: the run failed: {result.error or 'no answer'}")
+            raise ModelError(f"rlmx.compat.rlms: the completion failed: {result.error or 'no answer'}")
         usage = self._trajectory.usage()
         self.verbose.print_final_answer(answer)
         self.verbose.print_summary(result.iterations, elapsed, usage.to_dict())
