@@ -129,13 +129,17 @@ def test_setup_code_runs_in_the_repl_before_the_first_turn() -> None:
 
 def test_persistent_keeps_one_repl_across_completions() -> None:
     turns = iter(
-        [repl("kept = 5") + "\n" + ready("'first'"), ready("str(kept) + '/' + context_1 + '/' + context")]
+        [
+            repl("kept = 5") + "\n" + ready("'first'"),
+            ready("'/'.join([str(kept), context_1, context, str(len(history))])"),
+        ]
     )
     with compat(lambda messages, call: next(turns), persistent=True) as (rlm, srv):
         first = rlm.completion("first context")
         second = rlm.completion("second context")
-    assert first.response == "first" and second.response == "5/second context/first context"
+    assert first.response == "first" and second.response == "5/second context/first context/3"
     assert "history_0" in roots(srv)[1].messages[1]["content"]
+    # `history` is the first call's messages as its last turn was sent (system, opening, Turn 1)
 
 
 def test_the_context_manager_closes_and_close_is_harmless_twice() -> None:

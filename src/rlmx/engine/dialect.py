@@ -125,6 +125,10 @@ class Dialect:
         """A session's note on what `history` is, once earlier questions' lists are in the REPL."""
         return "`history` holds this question's messages"
 
+    def kept_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """What of a question's root messages a session keeps as its `history_N` (all of them here)."""
+        return messages
+
 
 @dataclass(frozen=True)
 class OfficialDialect(Dialect):
@@ -236,6 +240,13 @@ class StrictOfficialDialect(OfficialDialect):
             "role": "assistant",
             "content": "Give the final answer to the question now, from what the turns above found.",
         }
+
+    def kept_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """As officially: the messages the last turn was sent, without the replies that ended it."""
+        end = len(messages)
+        while end and messages[end - 1].get("role") == "assistant":
+            end -= 1
+        return messages[:end]
 
     def no_code(self) -> str:
         return ""

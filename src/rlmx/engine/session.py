@@ -52,7 +52,9 @@ class SessionRun:
 
     def last_messages(self) -> list[dict[str, Any]]:
         """The last question's root messages (empty when its run ended before it began)."""
-        return list(self.root.history.messages) if self.root is not None else []
+        if self.root is None:
+            return []
+        return self.root.state.profile.dialect.kept_messages(list(self.root.history.messages))
 
     def trace_file(self, path: Path | None, *, given: bool) -> Path | None:
         """The question's trace file. A path given to the RLM would be one file for every question: each
