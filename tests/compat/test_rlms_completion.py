@@ -200,3 +200,30 @@ def test_the_quickstart_pattern_runs_with_only_its_imports_changed(tmp_path, mon
     assert "RLMChatCompletion(root_model='gpt-5-nano'" in captured.out
     assert "[rlm] final answer: 1" in captured.err
     assert len(list((tmp_path / "logs").glob("rlm_*.jsonl"))) == 1
+
+
+def test_compaction_summarises_the_whole_history_as_officially() -> None:
+    model = ScriptedModel(root=[repl("print('x' * 9000)"), ready("'after'")], compaction="SUMMARY OF WORK")
+    with compat(model, compaction=True, compaction_threshold_pct=0.05) as (rlm, srv):
+        out = rlm.completion(CONTEXT, root_prompt="q")
+    assert out.response == "after"
+    compaction = [r for r in srv.requests if r.purpose == "compaction"]
+    assert len(compaction) == 1
+    assert [m["role"] for m in compaction[0].messages] == [
+        "system",
+        "user",
+        "user",
+        "assistant",
+        "user",
+        "user",
+    ]
+    after = roots(srv)[1].messages
+    assert [m["role"] for m in after] == ["system", "user", "assistant", "user", "user"]
+    assert after[2]["content"] == "SUMMARY OF WORK" and after[4]["content"] == "Turn 2/30:"
+
+
+def test_without_compaction_a_long_history_is_sent_whole() -> None:
+    model = ScriptedModel(root=[repl("print('x' * 9000)"), ready("'after'")])
+    with compat(model, compaction_threshold_pct=0.05) as (rlm, srv):
+        rlm.completion(CONTEXT, root_prompt="q")
+    assert not [r for r in srv.requests if r.purpose == "compaction"]

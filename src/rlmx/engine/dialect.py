@@ -47,6 +47,7 @@ class Dialect:
     honours_final_text: bool = True  # a FINAL(...) / FINAL_VAR(...) line in a reply's prose ends the run
     whole_reply_is_answer: bool = False  # the reply to the final call at a limit, unread, is the answer
     child_has_question: bool = True  # a child RLM is asked its prompt (else: its context holds the task)
+    summary_replaces_turns: bool = False  # compaction: one summary stands for every turn so far
 
     def __str__(self) -> str:
         return self.name
@@ -210,6 +211,7 @@ class StrictOfficialDialect(OfficialDialect):
     honours_final_text: bool = False
     whole_reply_is_answer: bool = True
     child_has_question: bool = False
+    summary_replaces_turns: bool = True
     limits: TurnLimits = field(default_factory=TurnLimits)
     user_prologue: str | None = None
 

@@ -25,6 +25,7 @@ class History:
     summary: str = ""
     mirrored: int = 0  # messages already copied into the REPL's `history` variable
     logged: int = 0  # messages already written to the trace
+    compactions: int = 0  # how many times the history was compacted
     _chars: int = 0  # size of what for_model() returns, kept incrementally
 
     def append(self, message: Message) -> None:
@@ -52,14 +53,25 @@ class History:
     def view_tokens(self) -> int:
         return estimate_tokens(self._chars) + 4 * (len(self.condensed) + len(self.messages))
 
-    def needs_compaction(self) -> bool:
+    def needs_compaction(self, *, whole: bool = False) -> bool:
+        """Past `compact_at` of the window with turns to condense (`whole`: with any turn since the last
+        compaction, all of them summarised, at `compact_at` or more, as the official runtime does)."""
         threshold = self.settings.compact_at * self.window_tokens
+        if whole:
+            return self.view_tokens() >= threshold and len(self.messages) > self.compacted_upto
         keep = 2 * self.settings.keep_recent_turns
         return self.view_tokens() > threshold and len(self.messages) - keep > self.compacted_upto
 
     def turns_to_condense(self) -> list[Message]:
         end = len(self.messages) - 2 * self.settings.keep_recent_turns
         return self.messages[self.compacted_upto : end]
+
+    def replace_with_summary(self, summary: str, note: str) -> None:
+        """Every turn so far is represented by `summary` (an assistant message) and `note` (a user one)."""
+        self.condensed = [{"role": "assistant", "content": summary}, {"role": "user", "content": note}]
+        self.compacted_upto = len(self.messages)
+        self.compactions += 1
+        self._chars = sum(len(str(m["content"])) for m in self.for_model())
 
     def compact(self, summary: str | None) -> None:
         """Condense all but the recent turns: code kept, outputs shortened, a running summary on top."""
@@ -94,4 +106,5 @@ class History:
         while len(self.condensed) > 3 and sum(len(str(m["content"])) for m in self.condensed) > budget_chars:
             del self.condensed[1:3]
         self.compacted_upto = end
+        self.compactions += 1
         self._chars = sum(len(str(m["content"])) for m in self.for_model())

@@ -180,7 +180,7 @@ class Node:
             self.iteration = iteration
             if stop := dialect.stop_before_turn(ledger):
                 return await self._forced_final(stop)
-            if self.history.needs_compaction():
+            if self.history.needs_compaction(whole=dialect.summary_replaces_turns):
                 await compact(
                     self.state,
                     self.history,

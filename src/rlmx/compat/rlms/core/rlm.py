@@ -27,6 +27,7 @@ from rlmx.lm.registry import resolve_model
 from rlmx.spec.base import ModelRef
 
 PERSISTENT_ENVIRONMENTS = ("local", "ipython", "docker")
+NEVER_COMPACTED = 10**15  # tokens: the window a history without compaction is measured against
 
 
 def load_env_file() -> None:
@@ -37,6 +38,16 @@ def load_env_file() -> None:
     except ImportError:
         return
     load_dotenv()
+
+
+def history_settings(compaction: bool, threshold: float) -> HistorySettings:
+    """Compaction at `threshold` of the model's window; without `compaction`, never (a window no history
+    reaches), as officially."""
+    if not compaction:
+        return HistorySettings(compact_at=1.0, context_window=NEVER_COMPACTED)
+    if not 0.05 <= threshold <= 1.0:
+        raise InvalidSettings("compaction_threshold_pct must be between 0.05 and 1.0 under rlmx")
+    return HistorySettings(compact_at=threshold)
 
 
 def no_price(model: str, usage: Any) -> float | None:
@@ -173,7 +184,7 @@ class RLM:
             limits=limits,
             trace=False,
             sandbox=env.sandbox,
-            history=HistorySettings(compact_at=self.compaction_threshold_pct if self.compaction else 1.0),
+            history=history_settings(self.compaction, self.compaction_threshold_pct),
             pricer=no_price,
             allow_unpriced=True,
             allow_empty_context=True,
