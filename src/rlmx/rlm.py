@@ -300,6 +300,7 @@ class RLM(RunSpec):
             check_loaded=None if context is None or spec.allow_empty_context else ctx.check_loaded,
             repl=session.repl if session else None,
             note=session.note if session else "",
+            turn_note=session.turn_note if session else "",
         )
         check_budget_for_first_call(state, root.first_messages())
         run = PreparedRun(

@@ -134,7 +134,7 @@ class AsyncSession:
                 await self._new_question()
                 result = await self.rlm.arun(
                     question,
-                    self.contexts[0] if self.contexts else None,
+                    self._described(),
                     output=output,
                     session=self.state,
                     run_id=run_id,
@@ -147,6 +147,13 @@ class AsyncSession:
                 return result
             finally:
                 self._arm()
+
+    def _described(self) -> Context | None:
+        """The context a question's opening describes: the first (`context`), or the latest under a
+        dialect that describes the one the question brought (the strict official)."""
+        if not self.contexts:
+            return None
+        return self.contexts[-1] if self.rlm.prompt_profile.dialect.notes_in_turns else self.contexts[0]
 
     async def add_context(self, value: Any) -> int:
         """Add a context to the REPL now (it is `context_N`); returns N. Files are read here, in the
@@ -197,6 +204,7 @@ class AsyncSession:
             dialect=self.rlm.prompt_profile.dialect,
             restarted=restarted,
         )
+        self.state.turn_note = self.rlm.prompt_profile.dialect.turn_notes(len(self.contexts), self.histories)
 
     # --- usage and the end --------------------------------------------------------------------------
     @property

@@ -138,7 +138,13 @@ def test_persistent_keeps_one_repl_across_completions() -> None:
         first = rlm.completion("first context")
         second = rlm.completion("second context")
     assert first.response == "first" and second.response == "5/second context/first context/3"
-    assert "history_0" in roots(srv)[1].messages[1]["content"]
+    opening, turn = roots(srv)[1].messages[1]["content"], roots(srv)[1].messages[2]["content"]
+    assert opening.startswith("Your context is a str of 14 characters")  # this call's prompt
+    assert "session" not in opening
+    assert turn.endswith(
+        "Turn 1/30:\n\nNote: the REPL holds 2 contexts, context_0 to context_1."
+        "\n\nNote: the REPL holds 1 earlier conversation's messages, in the `history` variable."
+    )
     # `history` is the first call's messages as its last turn was sent (system, opening, Turn 1)
 
 
@@ -204,7 +210,7 @@ def test_the_quickstart_pattern_runs_with_only_its_imports_changed(tmp_path, mon
 
 def test_compaction_summarises_the_whole_history_as_officially() -> None:
     model = ScriptedModel(root=[repl("print('x' * 9000)"), ready("'after'")], compaction="SUMMARY OF WORK")
-    with compat(model, compaction=True, compaction_threshold_pct=0.05) as (rlm, srv):
+    with compat(model, compaction=True, compaction_threshold_pct=0.01) as (rlm, srv):
         out = rlm.completion(CONTEXT, root_prompt="q")
     assert out.response == "after"
     compaction = [r for r in srv.requests if r.purpose == "compaction"]
@@ -224,6 +230,15 @@ def test_compaction_summarises_the_whole_history_as_officially() -> None:
 
 def test_without_compaction_a_long_history_is_sent_whole() -> None:
     model = ScriptedModel(root=[repl("print('x' * 9000)"), ready("'after'")])
-    with compat(model, compaction_threshold_pct=0.05) as (rlm, srv):
+    with compat(model, compaction_threshold_pct=0.01) as (rlm, srv):
         rlm.completion(CONTEXT, root_prompt="q")
     assert not [r for r in srv.requests if r.purpose == "compaction"]
+
+
+def test_any_positive_compaction_threshold_is_accepted_and_zero_is_refused_by_name() -> None:
+    model = ScriptedModel(root=[repl("print(1)"), ready("'x'")])
+    with compat(model, compaction=True, compaction_threshold_pct=0.0001) as (rlm, srv):
+        assert rlm.completion(CONTEXT).response == "x"
+    assert [r.purpose for r in srv.requests] == ["compaction", "root", "compaction", "root"]
+    with pytest.raises(ValueError, match="compaction_threshold_pct must be a number > 0"):
+        RLM(compaction=True, compaction_threshold_pct=0)

@@ -48,6 +48,9 @@ class Dialect:
     whole_reply_is_answer: bool = False  # the reply to the final call at a limit, unread, is the answer
     child_has_question: bool = True  # a child RLM is asked its prompt (else: its context holds the task)
     summary_replaces_turns: bool = False  # compaction: one summary stands for every turn so far
+    # a session's contexts and histories are noted in each turn's message, not in the opening, and the
+    # opening describes the context the question brought
+    notes_in_turns: bool = False
 
     def __str__(self) -> str:
         return self.name
@@ -129,6 +132,10 @@ class Dialect:
     def kept_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """What of a question's root messages a session keeps as its `history_N` (all of them here)."""
         return messages
+
+    def turn_notes(self, contexts: int, histories: int) -> str:
+        """What each turn's message of a session's question ends with (nothing here)."""
+        return ""
 
 
 @dataclass(frozen=True)
@@ -212,6 +219,7 @@ class StrictOfficialDialect(OfficialDialect):
     whole_reply_is_answer: bool = True
     child_has_question: bool = False
     summary_replaces_turns: bool = True
+    notes_in_turns: bool = True
     limits: TurnLimits = field(default_factory=TurnLimits)
     user_prologue: str | None = None
 
@@ -242,6 +250,19 @@ class StrictOfficialDialect(OfficialDialect):
             "role": "assistant",
             "content": "Give the final answer to the question now, from what the turns above found.",
         }
+
+    def turn_notes(self, contexts: int, histories: int) -> str:
+        notes = []
+        if contexts > 1:
+            notes.append(f"Note: the REPL holds {contexts} contexts, context_0 to context_{contexts - 1}.")
+        if histories == 1:
+            notes.append("Note: the REPL holds 1 earlier conversation's messages, in the `history` variable.")
+        elif histories > 1:
+            notes.append(
+                f"Note: the REPL holds {histories} earlier conversations' messages, history_0 to "
+                f"history_{histories - 1}."
+            )
+        return "".join("\n\n" + note for note in notes)
 
     def kept_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """As officially: the messages the last turn was sent, without the replies that ended it."""

@@ -58,7 +58,8 @@ class History:
         compaction, all of them summarised, at `compact_at` or more, as the official runtime does)."""
         threshold = self.settings.compact_at * self.window_tokens
         if whole:
-            return self.view_tokens() >= threshold and len(self.messages) > self.compacted_upto
+            fresh = len(self.messages) > self.compacted_upto or not self.compactions
+            return self.view_tokens() >= threshold and fresh
         keep = 2 * self.settings.keep_recent_turns
         return self.view_tokens() > threshold and len(self.messages) - keep > self.compacted_upto
 

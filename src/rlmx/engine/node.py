@@ -62,6 +62,7 @@ class Node:
         lm: BaseLM | None = None,
         repl: ReplHandle | None = None,
         note: str = "",
+        turn_note: str = "",
     ) -> None:
         self.state = state
         self.check_loaded = check_loaded  # root only: refuses a context found empty once the worker read it
@@ -79,6 +80,7 @@ class Node:
         self.sub_lm = state.models.for_depth(depth + 1)
         self.repl = repl or ReplHandle(state.sandbox_factory())  # a session's root keeps the session's
         self.note = note  # lines the opening adds after the context's description (a session's)
+        self.turn_note = turn_note  # lines each turn's message ends with (a strict official session's)
         self.setup_code: str | None = None  # run in the REPL before the first turn (its output unseen)
         self.history = History(
             state.history_settings, state.history_settings.context_window or state.models.window(self.lm)
@@ -192,7 +194,7 @@ class Node:
                 )
             turn = profile.turn_prompt(iteration, limits.max_iterations)
             if turn is not None:
-                self.history.append({"role": "user", "content": turn})
+                self.history.append({"role": "user", "content": turn + self.turn_note})
             purpose: Purpose = "root" if self.depth == 0 else "child_root"
             if self.correcting:  # the last answer failed the output schema: this turn corrects it
                 purpose, self.correcting = "correction", False

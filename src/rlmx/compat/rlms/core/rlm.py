@@ -22,12 +22,13 @@ from rlmx.compat.rlms.utils.exceptions import CancellationError
 from rlmx.engine.threads import UnwaitedExecutor
 from rlmx.errors import InvalidSettings, ModelError
 from rlmx.limits import HistorySettings
-from rlmx.lm.base import CallSettings
+from rlmx.lm.base import DEFAULT_CONTEXT_WINDOW, CallSettings, context_window_for
 from rlmx.lm.registry import resolve_model
 from rlmx.spec.base import ModelRef
 
 PERSISTENT_ENVIRONMENTS = ("local", "ipython", "docker")
 NEVER_COMPACTED = 10**15  # tokens: the window a history without compaction is measured against
+OFFICIAL_DEFAULT_WINDOW = 128_000  # the official's context limit for a model it does not list
 
 
 def load_env_file() -> None:
@@ -40,14 +41,16 @@ def load_env_file() -> None:
     load_dotenv()
 
 
-def history_settings(compaction: bool, threshold: float) -> HistorySettings:
-    """Compaction at `threshold` of the model's window; without `compaction`, never (a window no history
-    reaches), as officially."""
+def history_settings(compaction: bool, threshold: float, model: str) -> HistorySettings:
+    """Compaction once the history reaches `threshold` of the model's window (rlmx's figure for a
+    model it knows, else 128,000 tokens as officially); without `compaction`, never (a window no
+    history reaches). The threshold is carried by the window, so any share > 0 works as officially."""
     if not compaction:
         return HistorySettings(compact_at=1.0, context_window=NEVER_COMPACTED)
-    if not 0.05 <= threshold <= 1.0:
-        raise InvalidSettings("compaction_threshold_pct must be between 0.05 and 1.0 under rlmx")
-    return HistorySettings(compact_at=threshold)
+    window = context_window_for(model)
+    if window == DEFAULT_CONTEXT_WINDOW:
+        window = OFFICIAL_DEFAULT_WINDOW
+    return HistorySettings(compact_at=1.0, context_window=max(1, int(threshold * window)))
 
 
 def no_price(model: str, usage: Any) -> float | None:
@@ -106,6 +109,11 @@ class RLM:
             raise InvalidSettings(
                 "other_backends: exactly one additional backend is supported (the model of the recursive "
                 f"sub-calls), not {len(other_backends)}"
+            )
+        if not isinstance(compaction_threshold_pct, (int, float)) or compaction_threshold_pct <= 0:
+            raise InvalidSettings(
+                f"compaction_threshold_pct must be a number > 0 (a share of the model's context window), "
+                f"not {compaction_threshold_pct!r}"
             )
         if persistent and environment not in PERSISTENT_ENVIRONMENTS:
             raise InvalidSettings(
@@ -184,7 +192,7 @@ class RLM:
             limits=limits,
             trace=False,
             sandbox=env.sandbox,
-            history=history_settings(self.compaction, self.compaction_threshold_pct),
+            history=history_settings(self.compaction, self.compaction_threshold_pct, root.model),
             pricer=no_price,
             allow_unpriced=True,
             allow_empty_context=True,
