@@ -209,10 +209,11 @@ def test_the_quickstart_pattern_runs_with_only_its_imports_changed(tmp_path, mon
 
 
 def test_compaction_summarises_the_whole_history_as_officially() -> None:
-    model = ScriptedModel(root=[repl("print('x' * 9000)"), ready("'after'")], compaction="SUMMARY OF WORK")
+    shape = "[type(e).__name__ for e in history] + [history[-1]['type'], history[0][0]['role']]"
+    model = ScriptedModel(root=[repl("print('x' * 9000)"), ready(f"str({shape})")], compaction="SUMMARY OF WORK")
     with compat(model, compaction=True, compaction_threshold_pct=0.01) as (rlm, srv):
         out = rlm.completion(CONTEXT, root_prompt="q")
-    assert out.response == "after"
+    assert out.response == "['list', 'dict', 'summary', 'assistant']"  # the official `history` entries
     compaction = [r for r in srv.requests if r.purpose == "compaction"]
     assert len(compaction) == 1
     assert [m["role"] for m in compaction[0].messages] == [

@@ -8,10 +8,12 @@ verbatim. The condensed prefix is rebuilt only when compaction happens, never pe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from rlmx.engine.parse import parse_reply
 from rlmx.limits import HistorySettings
 from rlmx.lm.base import Message, estimate_tokens
+from rlmx.repl.dialect import SEGMENT
 
 
 @dataclass
@@ -26,6 +28,10 @@ class History:
     mirrored: int = 0  # messages already copied into the REPL's `history` variable
     logged: int = 0  # messages already written to the trace
     compactions: int = 0  # how many times the history was compacted
+    # the REPL's `history` gets one entry per turn (its reply and output, a list) and one per summary
+    # (`{"type": "summary", "content": ...}`) instead of the messages, as in the official runtime
+    segments: bool = False
+    entries: list[Any] = field(default_factory=list)
     _chars: int = 0  # size of what for_model() returns, kept incrementally
 
     def append(self, message: Message) -> None:
@@ -36,11 +42,18 @@ class History:
         """What is sent to the model: the head, the condensed older turns, the recent turns verbatim."""
         return self.messages[: self.head] + self.condensed + self.messages[self.compacted_upto :]
 
-    def take_unmirrored(self) -> list[Message]:
-        """The messages the REPL's `history` does not have yet; from now on it has them."""
-        new = self.messages[self.mirrored :]
-        self.mirrored = len(self.messages)
+    def take_unmirrored(self) -> list[Any]:
+        """The messages (or, with `segments`, the entries) the REPL's `history` does not have yet; from
+        now on it has them."""
+        source: list[Any] = self.entries if self.segments else self.messages
+        new = source[self.mirrored :]
+        self.mirrored = len(source)
         return new
+
+    def add_entry(self, entry: Any) -> None:
+        """One entry of the REPL's `history` under `segments` (nothing otherwise)."""
+        if self.segments:
+            self.entries.append({SEGMENT: entry} if isinstance(entry, list) else entry)
 
     def unlogged(self) -> list[Message]:
         """The messages no trace record holds yet."""
@@ -72,6 +85,7 @@ class History:
         self.condensed = [{"role": "assistant", "content": summary}, {"role": "user", "content": note}]
         self.compacted_upto = len(self.messages)
         self.compactions += 1
+        self.add_entry({"type": "summary", "content": summary})
         self._chars = sum(len(str(m["content"])) for m in self.for_model())
 
     def compact(self, summary: str | None) -> None:

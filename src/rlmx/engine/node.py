@@ -83,7 +83,9 @@ class Node:
         self.turn_note = turn_note  # lines each turn's message ends with (a strict official session's)
         self.setup_code: str | None = None  # run in the REPL before the first turn (its output unseen)
         self.history = History(
-            state.history_settings, state.history_settings.context_window or state.models.window(self.lm)
+            state.history_settings,
+            state.history_settings.context_window or state.models.window(self.lm),
+            segments=state.profile.dialect.summary_replaces_turns,
         )
         self.iteration = 0
         self.failing_turns = 0  # turns in a row whose code raised (Limits.max_errors)
@@ -205,7 +207,10 @@ class Node:
             except ModelError as exc:
                 return self._error(f"model call failed: {exc}")
             self.history.append({"role": "assistant", "content": reply})
+            turn_start = len(self.history.messages) - 1
             done = await self._act(reply)
+            if done is None:  # the official `history`'s segment: this turn's reply and output
+                self.history.add_entry(self.history.messages[turn_start:])
             if stop := dialect.stop_after_turn(ledger, self.failing_turns):
                 return await self._forced_final(stop)
             if done is not None:

@@ -36,3 +36,6 @@ OFFICIAL_STRICT = ReplDialect(
     history_is_first=True,
     final_functions=False,
 )
+# the key of a `history` entry standing for a list of messages (a turn, under the strict official
+# dialect): the host sends dicts only, the REPL puts the list in their place
+SEGMENT = "rlmx_segment"

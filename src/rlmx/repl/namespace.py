@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from rlmx.repl import helpers, search, tokens
-from rlmx.repl.dialect import RLMX, ReplDialect
+from rlmx.repl.dialect import RLMX, SEGMENT, ReplDialect
 from rlmx.repl.textview import TextView
 
 # The names the REPL provides and puts back after every cell (with `context_N` / `history_N` when
@@ -301,8 +301,9 @@ class ReplNamespace:
         return restored
 
     def extend_history(self, messages: list[dict[str, Any]]) -> None:
-        """Messages of the run the host appends to `history` (this question's) before a cell."""
-        self.mirror.extend(messages)
+        """Messages of the run the host appends to `history` (this question's) before a cell; an entry
+        `{SEGMENT: [...]}` is that list (a turn's messages, the strict official dialect's entry)."""
+        self.mirror.extend(m[SEGMENT] if set(m) == {SEGMENT} else m for m in messages)
 
 
 def print_note(text: str) -> None:
