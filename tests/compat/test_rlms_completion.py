@@ -243,3 +243,12 @@ def test_any_positive_compaction_threshold_is_accepted_and_zero_is_refused_by_na
     assert [r.purpose for r in srv.requests] == ["compaction", "root", "compaction", "root"]
     with pytest.raises(ValueError, match="compaction_threshold_pct must be a number > 0"):
         RLM(compaction=True, compaction_threshold_pct=0)
+
+
+def test_the_feedback_lists_the_variables_as_the_official_repl_does() -> None:
+    model = ScriptedModel(root=[repl("n = 1\nf = lambda: 2"), repl("print(context_0[:5])"), ready("'x'")])
+    with compat(model, custom_tools={"LIMIT": 3, "tool": lambda: 1}) as (rlm, srv):
+        rlm.completion(CONTEXT)
+    first, second = roots(srv)[1].messages[-2]["content"], roots(srv)[2].messages[-2]["content"]
+    assert first == "REPL output:\nREPL variables: ['answer', 'LIMIT', 'context_0', 'context', 'n']"
+    assert second.startswith("REPL output:\nalpha") and second.endswith("REPL variables: ['answer', 'LIMIT', 'context_0', 'context', 'n']")

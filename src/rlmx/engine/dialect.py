@@ -245,6 +245,28 @@ class StrictOfficialDialect(OfficialDialect):
     def asks_at(self, reason: str) -> bool:
         return reason == "max_iterations"
 
+    def feedback(
+        self,
+        results: Sequence[ExecResult],
+        notes: list[str],
+        *,
+        iteration: int,
+        max_iterations: int,
+        calls_left: int,
+    ) -> str:
+        """The official layout, spacing included: each part after a blank line, the variables last."""
+        parts = []
+        for index, result in enumerate(results, 1):
+            pieces = [f"\n{result.output}"] if result.output else []
+            if result.error:
+                pieces.append(f"\n\n{error_line(result.error)}")  # its stderr is "\n" + the error line
+            if result.variables:
+                pieces.append(f"REPL variables: {list(result.variables)}\n")
+            body = "\n\n".join(pieces) if pieces else "No output"
+            header = f"REPL output (block {index}):" if len(results) > 1 else "REPL output:"
+            parts.append(f"{header}\n{body}")
+        return "\n\n".join(parts + [note for note in notes if note])
+
     def final_request(self, reason: str) -> dict[str, Any]:
         return {
             "role": "assistant",

@@ -95,6 +95,7 @@ class ReplNamespace:
         self.cache_dir: str | None = None
         self.note: Callable[[str], None] = print_note  # one `[rlmx] ...` line in the cell's output
         self.noticed: set[str] = set()  # the helpers whose cut was noted in this cell (once each)
+        self.tool_names: list[str] = []  # the user's tools, in their order
 
     def fill(
         self,
@@ -140,8 +141,9 @@ class ReplNamespace:
         )
         if dialect.final_functions:
             self.names.update(FINAL=self.FINAL, FINAL_VAR=self.FINAL_VAR)
-        if session:  # a session's REPL: its first context is also `context_0`
+        if session or dialect.official_names:  # a session's REPL: its first context is also `context_0`
             self.names["context_0"] = context
+        self.tool_names = list(tools or {})
         self.names.update(tools or {})
         self.reserved = {
             name: value
@@ -258,11 +260,34 @@ class ReplNamespace:
         """The names of the variables the cells made that hold plain values (text, numbers, lists,
         dicts, tuples): the `REPL variables: [...]` line of the official dialect's feedback."""
         plain = (str, int, float, bool, list, dict, tuple)
+        if self.dialect.official_names:
+            return self._official_names(plain)
         return [
             key
             for key, value in self.names.items()
             if not key.startswith("_") and not self._provided(key, value) and isinstance(value, plain)
         ]
+
+    def _official_names(self, plain: tuple[type, ...]) -> list[str]:
+        """As the official REPL lists them: `answer`, the user's plain values (then `history` under
+        compaction), `context_0`, `context`, then every other plain value in the order it came, with
+        `history` after `history_0` in a session."""
+        history = ["history"] if self.dialect.lists_history else []
+        first = ["answer", *self.tool_names, *history, "context_0", "context"]
+        names = self.names
+        listed = [key for key in first if isinstance(names.get(key), plain)]
+        for key, value in names.items():
+            if (
+                key in listed
+                or key.startswith("_")
+                or key in ("ctx", "history")
+                or not isinstance(value, plain)
+            ):
+                continue
+            listed.append(key)
+            if key == "history_0" and not history and isinstance(names.get("history"), plain):
+                listed.append("history")
+        return listed
 
     def _provided(self, key: str, value: Any) -> bool:
         """A name the REPL gave that still holds what it was given (`ctx` and `answer` included)."""

@@ -4,12 +4,14 @@ addendum, and the strict official dialect carrying the limits and the user prolo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rlmx.engine.dialect import StrictOfficialDialect, TurnLimits
 from rlmx.engine.profiles import PromptProfile
 from rlmx.errors import InvalidSettings
 from rlmx.prompts import load
+from rlmx.repl.dialect import OFFICIAL_STRICT
 
 if TYPE_CHECKING:
     from rlmx.tools import ToolSet
@@ -37,5 +39,6 @@ def profile_for(rlm: Any, tools: ToolSet | None, limits: TurnLimits) -> PromptPr
                 f"{{custom_tools_section}}); it failed on {exc!s}: double any other braces ({{{{ and }}}})"
             ) from exc
     template = f"{base.rstrip()}\n\n{delegation}" if rlm.orchestrator else base
-    dialect = StrictOfficialDialect(limits=limits, user_prologue=rlm.user_prologue)
+    repl = replace(OFFICIAL_STRICT, lists_history=bool(rlm.compaction))
+    dialect = StrictOfficialDialect(repl=repl, limits=limits, user_prologue=rlm.user_prologue)
     return PromptProfile("official-strict", dialect, template)
