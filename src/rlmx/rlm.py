@@ -281,6 +281,7 @@ class RLM(RunSpec):
             shared=shared,
         )
         meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
+        meta = self._profile.dialect.describe(None if ctx.is_files else ctx.load(), meta)
 
         def make_payload() -> ContextPayload:
             return ctx.payload(

@@ -210,7 +210,9 @@ def test_the_quickstart_pattern_runs_with_only_its_imports_changed(tmp_path, mon
 
 def test_compaction_summarises_the_whole_history_as_officially() -> None:
     shape = "[type(e).__name__ for e in history] + [history[-1]['type'], history[0][0]['role']]"
-    model = ScriptedModel(root=[repl("print('x' * 9000)"), ready(f"str({shape})")], compaction="SUMMARY OF WORK")
+    model = ScriptedModel(
+        root=[repl("print('x' * 9000)"), ready(f"str({shape})")], compaction="SUMMARY OF WORK"
+    )
     with compat(model, compaction=True, compaction_threshold_pct=0.01) as (rlm, srv):
         out = rlm.completion(CONTEXT, root_prompt="q")
     assert out.response == "['list', 'dict', 'summary', 'assistant']"  # the official `history` entries
@@ -250,5 +252,16 @@ def test_the_feedback_lists_the_variables_as_the_official_repl_does() -> None:
     with compat(model, custom_tools={"LIMIT": 3, "tool": lambda: 1}) as (rlm, srv):
         rlm.completion(CONTEXT)
     first, second = roots(srv)[1].messages[-2]["content"], roots(srv)[2].messages[-2]["content"]
-    assert first == "REPL output:\nREPL variables: ['answer', 'LIMIT', 'context_0', 'context', 'n']"
-    assert second.startswith("REPL output:\nalpha") and second.endswith("REPL variables: ['answer', 'LIMIT', 'context_0', 'context', 'n']")
+    assert first == "REPL output:\nREPL variables: ['answer', 'LIMIT', 'context_0', 'context', 'n']\n"
+    assert second.startswith("REPL output:\n\nalpha") and second.endswith(
+        "REPL variables: ['answer', 'LIMIT', 'context_0', 'context', 'n']\n"
+    )
+
+
+def test_a_dict_or_list_context_is_sized_as_the_official_counts_it() -> None:
+    with compat(ScriptedModel(root=[ready("'x'")]), persistent=True) as (rlm, srv):
+        rlm.completion({"doc1": "hello", "doc2": [1, 2]})
+        rlm.completion([{"role": "user", "content": "hi there"}, {"role": "assistant", "content": "yo"}])
+    first, second = (r.messages[1]["content"] for r in roots(srv))
+    assert first.startswith("Your context is a dict of 11 total characters; with 2 keys")
+    assert second.startswith("Your context is a list of 10 total characters; of 2 items")

@@ -19,6 +19,7 @@ in its settings. This module is the only place a dialect's name is compared.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,10 @@ class Dialect:
     def prologue(self) -> list[dict[str, Any]]:
         """User messages after the opening, before the first turn (none here)."""
         return []
+
+    def describe(self, context: Any, meta: str) -> str:
+        """The context's description in the opening (rlmx's `meta` here)."""
+        return meta
 
     # --- limits --------------------------------------------------------------------------------------
     def stop_before_turn(self, ledger: Ledger) -> LimitReason | None:
@@ -226,6 +231,15 @@ class StrictOfficialDialect(OfficialDialect):
     def prologue(self) -> list[dict[str, Any]]:
         return [{"role": "user", "content": self.user_prologue}] if self.user_prologue else []
 
+    def describe(self, context: Any, meta: str) -> str:
+        """A dict or list context's size counted as the official runtime counts it, first."""
+        if not isinstance(context, (dict, list)):
+            return meta
+        kind = type(context).__name__
+        prefix = f"Your context is a {kind} "
+        rest = meta[len(prefix) :] if meta.startswith(prefix) else meta
+        return f"{prefix}of {official_size(context)} total characters; {rest}"
+
     def stop_before_turn(self, ledger: Ledger) -> LimitReason | None:
         timeout = self.limits.timeout_s
         if timeout is not None and time.monotonic() - ledger.started > timeout:
@@ -325,6 +339,27 @@ def template_dialect(text: str) -> tuple[Dialect, str]:
             dialect = DIALECTS[value.strip()]
         text = rest.lstrip("\n")
     return dialect, text
+
+
+def official_size(context: dict[Any, Any] | list[Any]) -> int:
+    """The official runtime's character count of a dict or list context: a text value by its length,
+    another value by its JSON's (a message list: its contents' lengths)."""
+
+    def size(value: Any) -> int:
+        if isinstance(value, str):
+            return len(value)
+        try:
+            return len(json.dumps(value, default=str))
+        except (TypeError, ValueError):
+            return len(repr(value))
+
+    if isinstance(context, dict):
+        return sum(size(v) for v in context.values())
+    if context and isinstance(context[0], dict) and "content" in context[0]:
+        return sum(len(str(item.get("content", ""))) for item in context if isinstance(item, dict))
+    if context and isinstance(context[0], dict):
+        return sum(size(item) for item in context)
+    return sum(len(item) if hasattr(item, "__len__") else size(item) for item in context)
 
 
 # --- the pieces of feedback -------------------------------------------------------------------------
