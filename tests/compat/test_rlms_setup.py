@@ -53,25 +53,37 @@ def test_each_backend_maps_to_an_rlmx_model(
         assert mapped.options.extra == {"api_version": "2024-06-01"}
 
 
-def test_sampling_args_reach_the_options_and_unknown_keys_are_refused_by_name() -> None:
-    mapped = backend_model(
-        "openai", {"model_name": "m", "sampling_args": {"temperature": 0.2, "max_tokens": 99}}
+def test_sampling_args_reach_the_body_as_officially_and_unknown_keys_are_refused_by_name() -> None:
+    sampling = {"temperature": 0.2, "max_tokens": 99, "seed": 1, "top_k": None, "extra_body": {"x": 1}}
+    mapped = backend_model("openai", {"model_name": "m", "sampling_args": sampling})
+    assert mapped.body == {"temperature": 0.2, "max_completion_tokens": 99, "seed": 1, "x": 1}
+    claude = backend_model(
+        "anthropic", {"model_name": "c", "sampling_args": {"temperature": 0.2, "max_tokens": 9}}
     )
-    assert mapped.options.temperature == 0.2 and mapped.max_output_tokens == 99
+    assert claude.options.temperature == 0.2 and claude.max_output_tokens == 9 and claude.body is None
     with pytest.raises(InvalidSettings, match="'default_headers' is not a setting"):
-        backend_model("openai", {"model_name": "m", "default_headers": {}})
+        backend_model("anthropic", {"model_name": "m", "default_headers": {}})
     with pytest.raises(InvalidSettings, match="'seed' is not sent"):
-        backend_model("openai", {"model_name": "m", "sampling_args": {"seed": 1}})
+        backend_model("anthropic", {"model_name": "m", "sampling_args": {"seed": 1}})
     with pytest.raises(InvalidSettings, match="base_url"):
         backend_model("vllm", {"model_name": "m"})
     with pytest.raises(InvalidSettings, match="Unknown backend: nope"):
         backend_model("nope", {"model_name": "m"})
 
 
-def test_sampling_args_are_sent_with_every_root_request() -> None:
-    with compat(ScriptedModel(root=[ready("'x'")]), sampling_args={"temperature": 0.3}) as (rlm, srv):
+def test_sampling_args_are_sent_with_every_request_as_officially() -> None:
+    model = ScriptedModel(root=[repl("print(llm_query('x'))"), ready("'x'")])
+    options = {
+        "sampling_args": {"temperature": 0.3, "max_tokens": 300, "seed": 7},
+        "sub_sampling_args": {"top_p": 0.5},
+    }
+    with compat(model, **options) as (rlm, srv):
         rlm.completion(CONTEXT)
-    assert roots(srv)[0].body.get("temperature") == 0.3
+    body = roots(srv)[0].body
+    assert body["temperature"] == 0.3 and body["max_completion_tokens"] == 300 and body["seed"] == 7
+    assert "max_tokens" not in body and "top_p" not in body
+    sub = next(r for r in srv.requests if r.purpose == "llm_query").body
+    assert sub["top_p"] == 0.5 and sub["temperature"] == 0.3  # the root's kwargs, mirrored, plus its own
 
 
 @pytest.mark.parametrize("name", ["modal", "e2b", "daytona", "prime"])

@@ -16,12 +16,15 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rlmx.errors import InvalidSettings
+from rlmx.lm.openai_compat import OpenAICompatLM
 from rlmx.lm.options import ModelOptions
+from rlmx.lm.registry import resolve_model
 from rlmx.lm.retry import RetryPolicy
+from rlmx.spec.base import ModelRef
 
 BACKENDS = ("openai", "portkey", "openrouter", "vercel", "vllm", "anthropic", "azure_openai", "gemini")
 PROVIDER = {
@@ -37,7 +40,12 @@ PROVIDER = {
 BASE_URL = {"vercel": "https://ai-gateway.vercel.sh/v1", "portkey": "https://api.portkey.ai/v1"}
 KEY_ENV = {"vercel": "AI_GATEWAY_API_KEY", "portkey": "PORTKEY_API_KEY"}
 COMMON = ("model_name", "api_key", "base_url", "timeout", "sampling_args", "max_retries")
-OWN = {"anthropic": ("max_tokens",), "azure_openai": ("azure_endpoint", "api_version", "azure_deployment")}
+OPENAI_CLIENT = ("openai", "vllm", "openrouter", "vercel", "portkey")  # the official's OpenAI-SDK clients
+OWN = {
+    "anthropic": ("max_tokens",),
+    "azure_openai": ("azure_endpoint", "api_version", "azure_deployment"),
+    **{name: ("default_headers",) for name in OPENAI_CLIENT},
+}
 SAMPLING = ("temperature", "top_p", "reasoning_effort", "max_tokens", "max_completion_tokens")
 DEFAULT_TIMEOUT_S = 300.0  # the official clients' default
 
@@ -51,6 +59,22 @@ class Backend:
     options: ModelOptions
     model_name: str
     max_output_tokens: int | None = None
+    # an OpenAI-SDK backend's request-body additions, as the official sends `sampling_args` (None: the
+    # backend's sampling goes through `options`)
+    body: dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
+
+    def engine_model(self) -> Any:
+        """What rlmx's run is given: a model reference, or for an OpenAI-SDK backend the model object
+        sending the official's body (`max_completion_tokens`, every sampling argument) and headers."""
+        if self.body is None:
+            return ModelRef(self.model, self.options)
+        lm = resolve_model(self.model, self.options)
+        if isinstance(lm, OpenAICompatLM):
+            lm.max_tokens_param = "max_completion_tokens"
+            lm.extra_body = {**lm.extra_body, **self.body}
+            lm.default_headers = self.headers or lm.default_headers
+        return lm
 
 
 def backend_model(backend: str, kwargs: dict[str, Any] | None, *, role: str = "backend") -> Backend:
@@ -82,25 +106,55 @@ def backend_model(backend: str, kwargs: dict[str, Any] | None, *, role: str = "b
             extra["api_version"] = str(kwargs["api_version"])
         model = f"azure:{kwargs.get('azure_deployment') or os.environ.get('AZURE_OPENAI_DEPLOYMENT') or name}"
     sampling = dict(kwargs.get("sampling_args") or {})
+    if backend in OPENAI_CLIENT:
+        return Backend(
+            model,
+            replace(options_of(kwargs, base_url, api_key, extra), retry=retry_of(kwargs)),
+            str(name),
+            body=official_body(sampling),
+            headers=dict(kwargs["default_headers"]) if kwargs.get("default_headers") else None,
+        )
     odd = sorted(set(sampling) - set(SAMPLING))
     if odd:
         raise InvalidSettings(
             f"sampling_args: {odd[0]!r} is not sent by rlmx.compat.rlms; it sends {', '.join(SAMPLING)}"
         )
     cap = sampling.get("max_completion_tokens", sampling.get("max_tokens"))
-    options = ModelOptions(
-        base_url=base_url,
-        api_key=api_key,
-        timeout_s=float(kwargs.get("timeout") or DEFAULT_TIMEOUT_S),
-        extra=extra,
-        retry=RetryPolicy(max_attempts=int(kwargs["max_retries"]) + 1)
-        if kwargs.get("max_retries") is not None
-        else RetryPolicy(),
+    options = replace(
+        options_of(kwargs, base_url, api_key, extra),
+        retry=retry_of(kwargs),
         temperature=sampling.get("temperature"),
         top_p=sampling.get("top_p"),
         reasoning_effort=sampling.get("reasoning_effort"),
     )
     return Backend(model, options, str(name), int(cap) if cap is not None else None)
+
+
+def options_of(
+    kwargs: dict[str, Any], base_url: str | None, api_key: str | None, extra: dict[str, str]
+) -> ModelOptions:
+    return ModelOptions(
+        base_url=base_url,
+        api_key=api_key,
+        timeout_s=float(kwargs.get("timeout") or DEFAULT_TIMEOUT_S),
+        extra=extra,
+    )
+
+
+def retry_of(kwargs: dict[str, Any]) -> RetryPolicy:
+    """`max_retries` as rlmx's attempts (one more); rlmx's default policy otherwise."""
+    retries = kwargs.get("max_retries")
+    return RetryPolicy(max_attempts=int(retries) + 1) if retries is not None else RetryPolicy()
+
+
+def official_body(sampling: dict[str, Any]) -> dict[str, Any]:
+    """`sampling_args` as the official OpenAI client sends them: `max_tokens` renamed
+    `max_completion_tokens`, `extra_body` merged in, None values left out."""
+    args = dict(sampling)
+    extra = args.pop("extra_body", None) or {}
+    if "max_tokens" in args:
+        args["max_completion_tokens"] = args.pop("max_tokens")
+    return {**{k: v for k, v in args.items() if v is not None}, **extra}
 
 
 __all__ = ["BACKENDS", "Backend", "backend_model"]

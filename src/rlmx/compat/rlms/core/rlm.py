@@ -187,8 +187,8 @@ class RLM:
         self._trajectory = Trajectory(names)
         limits, turn_limits = run_limits(self, root)
         return Engine(
-            ModelRef(root.model, root.options),
-            sub_model=ModelRef(sub.model, sub.options) if sub else None,
+            root.engine_model(),
+            sub_model=sub.engine_model() if sub else None,
             limits=limits,
             trace=False,
             sandbox=env.sandbox,
@@ -286,7 +286,8 @@ class RLM:
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
 
         async def call() -> str:
-            lm = resolve_model(root.model, root.options)
+            model = root.engine_model()
+            lm = resolve_model(model.name, model.options) if isinstance(model, ModelRef) else model
             try:
                 response = await lm.complete(messages, CallSettings(max_output_tokens=root.max_output_tokens))
             finally:
