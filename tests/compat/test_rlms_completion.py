@@ -265,3 +265,14 @@ def test_a_dict_or_list_context_is_sized_as_the_official_counts_it() -> None:
     first, second = (r.messages[1]["content"] for r in roots(srv))
     assert first.startswith("Your context is a dict of 11 total characters; with 2 keys")
     assert second.startswith("Your context is a list of 10 total characters; of 2 items")
+
+
+def test_completion_works_where_an_event_loop_runs_as_in_a_notebook() -> None:
+    import asyncio
+
+    async def notebook_cell() -> tuple[str, str]:
+        turns = iter([ready("'one'"), ready("'two'")])
+        with compat(lambda messages, call: next(turns), persistent=True) as (rlm, _):
+            return rlm.completion(CONTEXT).response, rlm.completion(CONTEXT).response
+
+    assert asyncio.run(notebook_cell()) == ("one", "two")

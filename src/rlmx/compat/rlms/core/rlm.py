@@ -9,7 +9,8 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, TypeVar
 
 from rlmx.compat.rlms.clients import Backend, backend_model
 from rlmx.compat.rlms.core.limits import raise_for, run_limits
@@ -26,9 +27,21 @@ from rlmx.lm.base import DEFAULT_CONTEXT_WINDOW, CallSettings, context_window_fo
 from rlmx.lm.registry import resolve_model
 from rlmx.spec.base import ModelRef
 
+T = TypeVar("T")
 PERSISTENT_ENVIRONMENTS = ("local", "ipython", "docker")
 NEVER_COMPACTED = 10**15  # tokens: the window a history without compaction is measured against
 OFFICIAL_DEFAULT_WINDOW = 128_000  # the official's context limit for a model it does not list
+
+
+def off_the_loop(work: Callable[[], T]) -> T:
+    """`work()` here, or in a thread of its own when this thread runs an event loop (a notebook's): the
+    official API is synchronous and works there too."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return work()
+    with ThreadPoolExecutor(1, thread_name_prefix="rlmx-compat") as pool:
+        return pool.submit(work).result()
 
 
 def load_env_file() -> None:
@@ -237,7 +250,7 @@ class RLM:
         assert self._trajectory is not None
         self._trajectory.events.clear()
         try:
-            result = self._run(prompt, root_prompt)
+            result = off_the_loop(lambda: self._run(prompt, root_prompt))
         except KeyboardInterrupt:
             replies = self._trajectory.replies()
             raise CancellationError(
@@ -296,14 +309,14 @@ class RLM:
                     await close()
             return response.text
 
-        return asyncio.run(call())
+        return off_the_loop(lambda: asyncio.run(call()))
 
     # --- the end -------------------------------------------------------------------------------------
     def close(self) -> None:
         """End the persistent REPL (with `persistent=True`); harmless otherwise and when repeated."""
         if self._session is not None:
             session, self._session = self._session, None
-            session.close()
+            off_the_loop(session.close)
 
     def __enter__(self) -> RLM:
         return self
