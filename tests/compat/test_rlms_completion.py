@@ -276,3 +276,12 @@ def test_completion_works_where_an_event_loop_runs_as_in_a_notebook() -> None:
             return rlm.completion(CONTEXT).response, rlm.completion(CONTEXT).response
 
     assert asyncio.run(notebook_cell()) == ("one", "two")
+
+
+def test_attributes_changed_between_completions_take_effect() -> None:
+    model = ScriptedModel(root=[repl("print(1)")], final="out of turns")
+    with compat(model, max_iterations=1) as (rlm, srv):
+        rlm.completion(CONTEXT)
+        rlm.max_iterations = 2
+        rlm.completion(CONTEXT)
+    assert [r.purpose for r in srv.requests] == ["root", "final", "root", "root", "final"]

@@ -243,7 +243,7 @@ class RLM:
         started = time.perf_counter()
         if self.depth >= self.max_depth:
             return self._plain_answer(prompt)
-        if self._engine is None:
+        if self._engine is None or self._session is None:  # the attributes as they are now, as officially
             self._engine = self._build()
         if self.logger is not None:
             self.logger.clear_iterations()
