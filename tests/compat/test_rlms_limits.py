@@ -123,3 +123,17 @@ def test_rlmx_refuses_a_run_with_neither_question_nor_context() -> None:
     )
     with pytest.raises(ConfigError, match="needs a context"):
         rlm.run(None)
+
+
+def test_an_interrupt_raises_cancellation_error_with_the_last_reply() -> None:
+    from rlmx.compat.rlms import CancellationError
+
+    def interrupt(depth: int, model: str, prompt: str) -> None:
+        raise KeyboardInterrupt
+
+    model = ScriptedModel(root=["looking first", repl("rlm_query('sub task')")], child=[ready("'c'")])
+    with compat(model, max_depth=2, on_subcall_start=interrupt) as (rlm, _):
+        with pytest.raises(CancellationError) as caught:
+            rlm.completion(CONTEXT)
+    assert caught.value.partial_answer == "looking first"  # the turn whose code was running does not count
+    assert str(caught.value) == "Execution cancelled by user (Ctrl+C)"

@@ -252,10 +252,8 @@ class RLM:
         try:
             result = off_the_loop(lambda: self._run(prompt, root_prompt))
         except KeyboardInterrupt:
-            replies = self._trajectory.replies()
-            raise CancellationError(
-                replies[-1] if replies else None, "Execution cancelled by user (Ctrl+C)"
-            ) from None
+            partial = self._trajectory.interrupted_partial()
+            raise CancellationError(partial, "Execution cancelled by user (Ctrl+C)") from None
         elapsed = time.perf_counter() - started
         answer = None if result.answer is None else str(result.answer)
         iterations = self._trajectory.iterations(answer)

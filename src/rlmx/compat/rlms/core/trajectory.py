@@ -16,7 +16,7 @@ from rlmx.compat.rlms.core.types import (
     UsageSummary,
 )
 from rlmx.engine.dialect import error_line
-from rlmx.trace.events import ChildEnd, ChildStart, Event, Exec, LMCall, excerpt_text
+from rlmx.trace.events import ChildEnd, ChildStart, Event, Exec, ExecStart, LMCall, excerpt_text
 
 ROOT_TURNS = ("root", "final", "correction")  # the root's own calls that are turns
 ROOT_HANDLER = ("root", "final", "correction", "compaction", "llm_query", "fallback")
@@ -61,6 +61,21 @@ class Trajectory:
             for e in self.events
             if isinstance(e, LMCall) and e.depth == 0 and e.purpose in ROOT_TURNS and e.reply
         ]
+
+    def interrupted_partial(self) -> str | None:
+        """The last reply of a finished turn, as the official's `partial_answer` at an interrupt: the
+        current turn's reply does not count while its code still runs."""
+        replies = self.replies()
+        last_call = max(
+            (i for i, e in enumerate(self.events) if isinstance(e, LMCall) and e.depth == 0), default=-1
+        )
+        started = {
+            e.exec_id for e in self.events[last_call + 1 :] if isinstance(e, ExecStart) and e.depth == 0
+        }
+        ended = {e.id for e in self.events[last_call + 1 :] if isinstance(e, Exec) and e.depth == 0}
+        running = bool(started - ended)
+        kept = replies[:-1] if running else replies
+        return kept[-1] if kept else None
 
     def last_error(self) -> str | None:
         """The last root block's error, as the official's stderr shows it."""
