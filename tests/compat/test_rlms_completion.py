@@ -285,3 +285,29 @@ def test_attributes_changed_between_completions_take_effect() -> None:
         rlm.max_iterations = 2
         rlm.completion(CONTEXT)
     assert [r.purpose for r in srv.requests] == ["root", "final", "root", "root", "final"]
+
+
+def test_each_block_of_the_feedback_is_cut_as_officially_and_the_whole_output_is_logged() -> None:
+    logger = RLMLogger()
+    with compat(ScriptedModel(root=[repl("print('x' * 30000)"), ready("'x'")]), logger=logger) as (rlm, srv):
+        out = rlm.completion(CONTEXT)
+    feedback = roots(srv)[1].messages[-2]["content"]
+    body = "\n" + "x" * 30000 + "\n\n\nREPL variables: ['answer', 'context_0', 'context']\n"
+    assert feedback == "REPL output:\n" + body[:20000] + f"... + [{len(body) - 20000} chars...]"
+    assert out.metadata is not None
+    assert out.metadata["iterations"][0]["code_blocks"][0]["result"]["stdout"] == "x" * 30000 + "\n"
+
+
+def test_the_blocks_after_the_answer_run_and_the_first_answer_counts() -> None:
+    reply = (
+        ready("'first'")
+        + "\n"
+        + repl("print('second ran')\nanswer['content'] = 'second'\nanswer['ready'] = True")
+    )
+    logger = RLMLogger()
+    with compat(ScriptedModel(root=[reply]), logger=logger) as (rlm, _):
+        out = rlm.completion(CONTEXT)
+    assert out.response == "first"
+    blocks = out.metadata["iterations"][0]["code_blocks"]
+    assert [b["result"]["stdout"] for b in blocks] == ["", "second ran\n"]
+    assert [b["result"]["final_answer"] for b in blocks] == ["first", None]

@@ -52,6 +52,7 @@ class Dialect:
     # a session's contexts and histories are noted in each turn's message, not in the opening, and the
     # opening describes the context the question brought
     notes_in_turns: bool = False
+    runs_every_block: bool = False  # the blocks after the one that answered run too (the first answer counts)
 
     def __str__(self) -> str:
         return self.name
@@ -201,6 +202,9 @@ class OfficialDialect(Dialect):
         return "`history` is `history_0`"
 
 
+BLOCK_CHARS = 20_000  # the official runtime's cut of each block's part of the feedback
+
+
 @dataclass(frozen=True)
 class TurnLimits:
     """The official runtime's limits, checked between turns: before a turn, the time since the run
@@ -225,6 +229,7 @@ class StrictOfficialDialect(OfficialDialect):
     child_has_question: bool = False
     summary_replaces_turns: bool = True
     notes_in_turns: bool = True
+    runs_every_block: bool = True
     limits: TurnLimits = field(default_factory=TurnLimits)
     user_prologue: str | None = None
 
@@ -268,7 +273,8 @@ class StrictOfficialDialect(OfficialDialect):
         max_iterations: int,
         calls_left: int,
     ) -> str:
-        """The official layout, spacing included: each part after a blank line, the variables last."""
+        """The official layout, spacing included: each part after a blank line, the variables last; a
+        block's part cut at `BLOCK_CHARS` with a mark saying how much was left out."""
         parts = []
         for index, result in enumerate(results, 1):
             pieces = [f"\n{result.output}"] if result.output else []
@@ -277,6 +283,8 @@ class StrictOfficialDialect(OfficialDialect):
             if result.variables:
                 pieces.append(f"REPL variables: {list(result.variables)}\n")
             body = "\n\n".join(pieces) if pieces else "No output"
+            if len(body) > BLOCK_CHARS:
+                body = body[:BLOCK_CHARS] + f"... + [{len(body) - BLOCK_CHARS} chars...]"
             header = f"REPL output (block {index}):" if len(results) > 1 else "REPL output:"
             parts.append(f"{header}\n{body}")
         return "\n\n".join(parts + [note for note in notes if note])

@@ -251,11 +251,12 @@ class Node:
         results: list[ExecResult] = []
         notes: list[str] = []
         code_failed = rejected = False
+        taken: Answer | None = None  # an answer taken while the later blocks still run (strict official)
         for code in parsed.code_blocks:
             result = await self._exec(code)
             results.append(result)
             code_failed = code_failed or result.error is not None
-            if result.final is not None:
+            if taken is None and result.final is not None:
                 answer = from_wire(result.final)
                 if (
                     answer.source == "answer_dict"
@@ -268,10 +269,16 @@ class Node:
                     rejected = True
                     break
                 done = self._accept(answer, notes)
-                if done is not None:
+                if done is not None and not profile.dialect.runs_every_block:
                     return done
+                if done is not None:
+                    taken = done
+                    continue
                 rejected = True
                 break
+        if taken is not None:
+            self.failing_turns = self.failing_turns + 1 if code_failed else 0
+            return taken
         if parsed.final is not None and not rejected:
             if code_failed:
                 notes.append(

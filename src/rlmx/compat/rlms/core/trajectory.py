@@ -110,10 +110,10 @@ class Trajectory:
                     locals={},
                     execution_time=e.duration_s,
                     rlm_calls=calls.get(e.id or "", []),
-                    final_answer=answer if e.final else None,
+                    final_answer=answer if e.final and len(turns) not in answered else None,
                 )
                 turns[-1].code_blocks.append(CodeBlock(excerpt_text(e.code), result))
-                if e.final:
+                if e.final:  # the first block that answered carries the answer
                     answered.add(len(turns))
         for number in answered:
             turns[number - 1].final_answer = answer

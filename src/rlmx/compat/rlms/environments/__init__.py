@@ -30,6 +30,7 @@ RESERVED_TOOL_NAMES = frozenset(
         "history",
     }
 )
+OUTPUT_CHARS = 5_000_000  # a cell's printed output kept whole (the official keeps all of it)
 _told: set[str] = set()
 
 
@@ -71,7 +72,9 @@ def environment_of(environment: str, kwargs: dict[str, Any] | None) -> Environme
             "in-process as the official local environment does",
             environment,
         )
-    sandbox = SandboxSettings() if isolated else SandboxSettings(backend="local")
+    # the whole output comes back, as officially; the feedback cuts each block (StrictOfficialDialect)
+    backend = "process" if isolated else "local"
+    sandbox = SandboxSettings(backend=backend, output_chars=OUTPUT_CHARS)
     return Environment(sandbox, setup, isolated, tuple(sorted(kwargs)))
 
 
