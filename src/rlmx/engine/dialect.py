@@ -66,7 +66,7 @@ class Dialect:
         return f"{meta}\n\nQuestion: {question}"
 
     def prologue(self) -> list[dict[str, Any]]:
-        """User messages after the opening, before the first turn (none here)."""
+        """The root's user messages after the opening, before its first turn (none here)."""
         return []
 
     def describe(self, context: Any, meta: str) -> str:

@@ -178,7 +178,7 @@ class Node:
         await self._measured_meta()
         if self.setup_code:
             await self._exec(self.setup_code)
-        for message in [*self.first_messages(), *dialect.prologue()]:
+        for message in [*self.first_messages(), *([] if self.is_child else dialect.prologue())]:
             self.history.append(message)
         for iteration in range(1, limits.max_iterations + 1):
             self.iteration = iteration
