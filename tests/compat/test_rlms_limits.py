@@ -137,3 +137,13 @@ def test_an_interrupt_raises_cancellation_error_with_the_last_reply() -> None:
             rlm.completion(CONTEXT)
     assert caught.value.partial_answer == "looking first"  # the turn whose code was running does not count
     assert str(caught.value) == "Execution cancelled by user (Ctrl+C)"
+
+
+def test_a_child_stopped_by_a_limit_returns_an_error_text_to_the_parent() -> None:
+    model = ScriptedModel(
+        root=[repl("r = rlm_query('sub task')\nprint(r)"), ready("r")],
+        child=[repl("1/0")],
+    )
+    with compat(model, max_depth=2, max_errors=1) as (rlm, _):
+        out = rlm.completion(CONTEXT)
+    assert out.response.startswith("Error: the child run ended by max_errors")

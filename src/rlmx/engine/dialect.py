@@ -53,6 +53,7 @@ class Dialect:
     # opening describes the context the question brought
     notes_in_turns: bool = False
     runs_every_block: bool = False  # the blocks after the one that answered run too (the first answer counts)
+    child_failure_returned: bool = False  # rlm_query of a child that gave no answer returns "Error: ..."
 
     def __str__(self) -> str:
         return self.name
@@ -230,6 +231,7 @@ class StrictOfficialDialect(OfficialDialect):
     summary_replaces_turns: bool = True
     notes_in_turns: bool = True
     runs_every_block: bool = True
+    child_failure_returned: bool = True
     limits: TurnLimits = field(default_factory=TurnLimits)
     user_prologue: str | None = None
 

@@ -199,7 +199,10 @@ class SubCalls:
         async with self.children:
             result = await self.spawn(prompt, payload, meta, parent_id, batch_id, lm)
         if not result.answer.given:
-            raise ChildFailed(f"the child run ended by {result.stopped_by}: {result.error or 'no answer'}")
+            message = f"the child run ended by {result.stopped_by}: {result.error or 'no answer'}"
+            if self.state.profile.dialect.child_failure_returned:  # as the official runtime returns it
+                return f"Error: {message}"
+            raise ChildFailed(message)
         return result.answer.text()
 
 
