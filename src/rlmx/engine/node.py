@@ -244,8 +244,9 @@ class Node:
 
     async def _act(self, reply: str) -> Answer | None:
         """Run the reply's code, in order; an accepted answer (FINAL, FINAL_VAR, the `answer` dict, or a
-        FINAL line in the reply's prose) ends the loop, and blocks after it do not run. Otherwise the
-        outputs go back to the model as the next user message."""
+        FINAL line in the reply's prose) ends the loop, and blocks after it do not run (they do under a
+        dialect that `runs_every_block`; the first answer counts). Otherwise the outputs go back to the
+        model as the next user message."""
         profile = self.state.profile
         parsed = parse_reply(reply, profile.runnable, finals=profile.dialect.honours_final_text)
         results: list[ExecResult] = []
