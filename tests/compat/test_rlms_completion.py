@@ -204,7 +204,7 @@ def test_the_quickstart_pattern_runs_with_only_its_imports_changed(tmp_path, mon
     assert result.response == "1\n2\n4\n8\n16"
     captured = capsys.readouterr()
     assert "RLMChatCompletion(root_model='gpt-5-nano'" in captured.out
-    assert "[rlm] final answer: 1" in captured.err
+    assert "[rlm] final answer: 1" in captured.err and "[rlm] iteration 1: ```repl" in captured.err
     assert len(list((tmp_path / "logs").glob("rlm_*.jsonl"))) == 1
 
 

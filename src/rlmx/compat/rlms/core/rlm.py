@@ -218,12 +218,14 @@ class RLM:
 
     def _callbacks(self, event: Any) -> None:
         """The sub-call callbacks, fired as child RLMs start and end, with the official's depth and model
-        name (a callback's error is ignored, as officially)."""
-        from rlmx.trace.events import ChildEnd, ChildStart, excerpt_text
+        name (a callback's error is ignored, as officially); `verbose`'s line for each root reply."""
+        from rlmx.trace.events import ChildEnd, ChildStart, LMCall, excerpt_text
 
         names = self._trajectory.names if self._trajectory else {}
         try:
-            if isinstance(event, ChildStart):
+            if isinstance(event, LMCall) and event.depth == 0 and event.purpose in ("root", "final"):
+                self.verbose.print_reply(event.iteration or 0, excerpt_text(event.reply))
+            elif isinstance(event, ChildStart):
                 model = names.get(event.model, event.model)
                 self._children[event.id] = (time.perf_counter(), model)
                 if self.on_subcall_start:
@@ -260,8 +262,6 @@ class RLM:
         if self.logger is not None:
             for iteration in iterations:
                 self.logger.log(iteration)
-        for number, iteration in enumerate(iterations, 1):
-            self.verbose.print_iteration(iteration, number)
         raise_for(self, result, self._trajectory, elapsed)
         if result.stopped_by == "error" or answer is None:
             raise ModelError(f"rlmx.compat.rlms: the completion failed: {result.error or 'no answer'}")

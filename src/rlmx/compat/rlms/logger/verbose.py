@@ -22,6 +22,11 @@ class VerbosePrinter:
             f"max_iterations={data['max_iterations']}, environment={data['environment_type']}"
         )
 
+    def print_reply(self, number: int, reply: str) -> None:
+        """A root reply, as it arrives: its turn and its first line."""
+        first = reply.strip().splitlines()[:1]
+        self.say(f"iteration {number}: {first[0][:100] if first else '(empty reply)'}")
+
     def print_iteration(self, iteration: Any, number: int) -> None:
         first = (iteration.response or "").strip().splitlines()[:1]
         self.say(
