@@ -200,3 +200,15 @@ def test_the_official_import_paths_work() -> None:
 def test_persistent_is_refused_for_a_remote_environment() -> None:
     with pytest.raises(InvalidSettings, match="persistent=True is not supported"):
         RLM(environment="modal", persistent=True)
+
+
+def test_the_migration_guides_imports_run_as_written() -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "migrating-from-rlms.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    assert blocks
+    namespace: dict[str, Any] = {}
+    exec(blocks[0], namespace)
+    assert namespace["RLM"] is RLM and namespace["RLMLogger"].__name__ == "RLMLogger"
