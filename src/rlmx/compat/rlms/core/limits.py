@@ -35,6 +35,7 @@ def run_limits(rlm: Any, root: Backend) -> tuple[Limits, TurnLimits]:
         max_llm_calls=sys.maxsize,
         max_output_tokens=root.max_output_tokens,
         max_concurrent_children=max(1, rlm.max_concurrent_subcalls),
+        final_answer_timeout_s=root.options.timeout_s,  # the final call waits as long as any other
     )
     turns = TurnLimits(
         timeout_s=rlm.max_timeout,
