@@ -72,6 +72,11 @@ def environment_of(environment: str, kwargs: dict[str, Any] | None) -> Environme
             "in-process as the official local environment does",
             environment,
         )
+    if kwargs:
+        log.info(
+            "rlmx.compat.rlms: environment_kwargs %s are not used by rlmx's sandbox",
+            ", ".join(sorted(kwargs)),
+        )
     # the whole output comes back, as officially; the feedback cuts each block (StrictOfficialDialect)
     backend = "process" if isolated else "local"
     sandbox = SandboxSettings(backend=backend, output_chars=OUTPUT_CHARS)
