@@ -252,7 +252,7 @@ class RLM:
         assert self._trajectory is not None
         self._trajectory.events.clear()
         try:
-            result = off_the_loop(lambda: self._run(prompt, root_prompt))
+            result = off_the_loop(lambda: self._run(prompt, root_prompt or None))  # "": none, as officially
         except KeyboardInterrupt:
             partial = self._trajectory.interrupted_partial()
             raise CancellationError(partial, "Execution cancelled by user (Ctrl+C)") from None
