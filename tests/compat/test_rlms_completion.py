@@ -311,3 +311,13 @@ def test_the_blocks_after_the_answer_run_and_the_first_answer_counts() -> None:
     blocks = out.metadata["iterations"][0]["code_blocks"]
     assert [b["result"]["stdout"] for b in blocks] == ["", "second ran\n"]
     assert [b["result"]["final_answer"] for b in blocks] == ["first", None]
+
+
+def test_show_vars_lists_as_the_official_repl_does() -> None:
+    model = ScriptedModel(root=[repl("import re\nx = 1\nwords = ['a']"), ready("SHOW_VARS()")])
+    with compat(model, custom_tools={"LIMIT": 3, "tool": lambda: 1}) as (rlm, _):
+        out = rlm.completion(CONTEXT)
+    assert out.response == (
+        "Available variables: {'LIMIT': 'int', 'context_0': 'str', 'context': 'str', 're': 'module', "
+        "'x': 'int', 'words': 'list'}"
+    )

@@ -246,7 +246,10 @@ class ReplNamespace:
         return any(v is value for k, v in self.names.items() if not k.startswith("__"))
 
     def SHOW_VARS(self) -> str:
-        """The variables the cells made, one `name: type [len=N]` per line (returned, not printed)."""
+        """The variables the cells made, one `name: type [len=N]` per line (returned, not printed); under
+        the official names, `Available variables: {name: type, ...}` as the official REPL shows them."""
+        if self.dialect.official_names:
+            return VarsListing(self._official_listing())
         rows = []
         for key, value in self.names.items():
             if key.startswith("_") or self._provided(key, value) or type(value).__name__ == "module":
@@ -267,6 +270,24 @@ class ReplNamespace:
             for key, value in self.names.items()
             if not key.startswith("_") and not self._provided(key, value) and isinstance(value, plain)
         ]
+
+    def _official_listing(self) -> str:
+        """Every name but the REPL's functions and `answer`, with its type's name, in the official order."""
+        history = ["history"] if self.dialect.lists_history else []
+        values = [name for name in self.tool_names if not callable(self.names.get(name))]
+        shown: dict[str, str] = {}
+        for key in [*values, *history, "context_0", "context"]:
+            if key in self.names:
+                shown[key] = type(self.names[key]).__name__
+        for key, value in self.names.items():
+            if key in shown or key.startswith("_") or key in ("ctx", "answer", "history"):
+                continue
+            if self._provided(key, value) and not NUMBERED.fullmatch(key):
+                continue
+            shown[key] = type(value).__name__
+            if key == "history_0" and not history and "history" in self.names:
+                shown["history"] = type(self.names["history"]).__name__
+        return f"Available variables: {shown}" if shown else "No variables yet."
 
     def _official_names(self, plain: tuple[type, ...]) -> list[str]:
         """As the official REPL lists them: `answer`, the user's plain values (then `history` under
