@@ -8,9 +8,12 @@ output then a `REPL variables: [...]` line, only ```` ```repl ```` blocks run, a
 that then raised still counts, and `rlm_query` without a context gives the child its prompt as context.
 
 `official-strict` is the official runtime as `rlmx.compat.rlms` runs it (never chosen by name): only the
-`answer` dict ends a run (no FINAL / FINAL_VAR in the REPL or in prose), no message for a reply without
-code, the limits checked between turns as the official does (`TurnLimits`), a final call only after the
-last turn (an assistant message; the whole reply is the answer), and an optional prologue message.
+`answer` dict ends a run (no FINAL / FINAL_VAR in the REPL or in prose), every block of a reply runs, no
+message for a reply without code, the feedback in the official layout (cut per block), the limits checked
+between turns as the official does (`TurnLimits`), a final call only after the last turn (an assistant
+message; the whole reply is the answer), compaction as one summary of the whole history, a session's
+notes in each turn message, a child's failure returned as text, and an optional prologue message.
+docs/dialects.md has the table.
 
 A dialect is chosen once, from the prompt profile (`dialect_named`), and passed down: the engine asks
 the object, never the name, and the worker gets its half (`repl`, an `rlmx.repl.dialect.ReplDialect`)
