@@ -212,3 +212,17 @@ def test_the_migration_guides_imports_run_as_written() -> None:
     namespace: dict[str, Any] = {}
     exec(blocks[0], namespace)
     assert namespace["RLM"] is RLM and namespace["RLMLogger"].__name__ == "RLMLogger"
+
+
+def test_a_child_rlm_is_one_of_its_blocks_rlm_calls_in_the_trajectory() -> None:
+    from rlmx.compat.rlms import RLMLogger
+
+    model = ScriptedModel(root=[repl("r = rlm_query('the child task')"), ready("r")], child=[ready("'c'")])
+    with compat(model, max_depth=2, logger=RLMLogger()) as (rlm, _):
+        out = rlm.completion(CONTEXT)
+    assert out.metadata is not None
+    calls = out.metadata["iterations"][0]["code_blocks"][0]["result"]["rlm_calls"]
+    assert [(c["root_model"], c["prompt"], c["response"]) for c in calls] == [
+        ("gpt-test", "the child task", "c")
+    ]
+    assert calls[0]["usage_summary"]["model_usage_summaries"]["gpt-test"]["total_calls"] == 1

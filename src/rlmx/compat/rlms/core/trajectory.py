@@ -94,6 +94,9 @@ class Trajectory:
         for e in self.events:
             if isinstance(e, LMCall) and e.parent_id is not None and e.depth > 0:
                 calls.setdefault(e.parent_id, []).append(self._sub_call(e))
+        for start, end in self.children():  # a child RLM: one completion of its own
+            if start is not None and start.parent_id is not None:
+                calls.setdefault(start.parent_id, []).append(self._child_call(start, end))
         for e in self.events:
             if isinstance(e, LMCall) and e.depth == 0 and e.purpose in ROOT_TURNS:
                 sent += [{"role": m.get("role", "user"), "content": excerpt_text(m)} for m in e.messages]
@@ -125,6 +128,23 @@ class Trajectory:
         usage = ModelUsageSummary(1, e.input_tokens, e.output_tokens, e.cost_usd)
         return RLMChatCompletion(
             name, prompt, excerpt_text(e.reply), UsageSummary({name: usage}), e.duration_s
+        )
+
+    def _child_call(self, start: ChildStart, end: ChildEnd) -> RLMChatCompletion:
+        """A child RLM as the official records it: its prompt, answer (or error), usage and time."""
+        name = self.names.get(start.model, start.model.split(":", 1)[-1])
+        turns = [e for e in self.events if isinstance(e, LMCall) and e.parent_id == start.id]
+        usage = ModelUsageSummary(
+            len(turns), sum(e.input_tokens for e in turns), sum(e.output_tokens for e in turns), None
+        )
+        answer = excerpt_text(end.answer) if end.answer is not None else ""
+        return RLMChatCompletion(
+            root_model=name,
+            prompt=excerpt_text(start.question),
+            response=answer,
+            usage_summary=UsageSummary({name: usage}),
+            execution_time=round(end.t - start.t, 4),
+            error=end.error if end.answer is None else None,
         )
 
     def children(self) -> list[tuple[ChildStart | None, ChildEnd]]:
