@@ -321,3 +321,10 @@ def test_show_vars_lists_as_the_official_repl_does() -> None:
         "Available variables: {'LIMIT': 'int', 'context_0': 'str', 'context': 'str', 're': 'module', "
         "'x': 'int', 'words': 'list'}"
     )
+
+
+def test_a_none_or_empty_answer_is_its_string_as_officially() -> None:
+    with compat(ScriptedModel(root=[ready("None")])) as (rlm, _):
+        assert rlm.completion(CONTEXT).response == "None"
+    with compat(ScriptedModel(root=[repl("answer['ready'] = True")])) as (rlm, _):
+        assert rlm.completion(CONTEXT).response == ""

@@ -257,7 +257,7 @@ class RLM:
             partial = self._trajectory.interrupted_partial()
             raise CancellationError(partial, "Execution cancelled by user (Ctrl+C)") from None
         elapsed = time.perf_counter() - started
-        answer = None if result.answer is None else str(result.answer)
+        answer = None if result.answer_source == "none" else str(result.answer)  # str(None): "None"
         iterations = self._trajectory.iterations(answer)
         if self.logger is not None:
             for iteration in iterations:
