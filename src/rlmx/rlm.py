@@ -7,7 +7,6 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,15 @@ from rlmx.context.context import Context
 from rlmx.context.payload import ContextPayload
 from rlmx.engine.ledger import Ledger, SharedBudget
 from rlmx.engine.node import Node
+from rlmx.engine.prepare import (
+    check_question,
+    models_key,
+    sinks_of,
+    spec_key,
+    tool_refs,
+    tools_key,
+    trace_file,
+)
 from rlmx.engine.profiles import SYSTEM_PROMPT_VERSION, PromptProfile
 from rlmx.engine.result import NodeResult, RunResult
 from rlmx.engine.run_state import Models, Pricer, RunState, check_budget_for_first_call
@@ -25,13 +33,13 @@ from rlmx.limits import Limits
 from rlmx.lm.base import BaseLM
 from rlmx.lm.cache import ResponseCache, open_cache, with_cache
 from rlmx.lm.registry import ModelOptions, resolve_model
-from rlmx.paths import search_cache_dir, trace_dir
+from rlmx.paths import search_cache_dir
 from rlmx.pricing import budget_warnings, unpriced_warning
 from rlmx.sandbox.base import SandboxFactory
 from rlmx.spec.run import ModelRef, RunSpec
 from rlmx.tools import RunTools
 from rlmx.trace.events import RunEnd, RunStart, excerpt
-from rlmx.trace.writer import Emitter, Sink, TraceWriter
+from rlmx.trace.writer import Emitter, TraceWriter
 from rlmx.typed import OutputSpec
 
 log = logging.getLogger("rlmx.run")
@@ -55,7 +63,7 @@ class RLM(RunSpec):
         super().__post_init__()
         self._resolve_models(self.snapshot())
         self._profile = PromptProfile.of(self.prompt, append=self.system_prompt_append)
-        self._profile_from = (_spec_key(self.prompt), self.system_prompt_append)
+        self._profile_from = (spec_key(self.prompt), self.system_prompt_append)
         self._tools = self._run_tools(self.snapshot())
         self._warm_up()
 
@@ -85,7 +93,7 @@ class RLM(RunSpec):
     # --- what a run is built from, made again when the fields it comes from were reassigned ---------
 
     def _run_tools(self, spec: RunSpec) -> RunTools:
-        self._tools_from = _tools_key(spec)
+        self._tools_from = tools_key(spec)
         tools, sub_tools = spec.tools, spec.sub_tools
         refs, sub_refs = tool_refs(tools), tool_refs(sub_tools)
         if refs is not None or sub_refs is not None:  # MODULE:ATTR references, imported here
@@ -96,9 +104,9 @@ class RLM(RunSpec):
         return RunTools.of(tools, sub_tools, timeout_s=spec.tool_timeout_s, max_bytes=spec.tool_max_bytes)
 
     def _refresh_profile(self, spec: RunSpec) -> None:
-        if (_spec_key(spec.prompt), spec.system_prompt_append) != self._profile_from:
+        if (spec_key(spec.prompt), spec.system_prompt_append) != self._profile_from:
             self._profile = PromptProfile.of(spec.prompt, append=spec.system_prompt_append)
-            self._profile_from = (_spec_key(spec.prompt), spec.system_prompt_append)
+            self._profile_from = (spec_key(spec.prompt), spec.system_prompt_append)
 
     def _resolve_models(self, spec: RunSpec) -> None:
         cache = spec.cache if isinstance(spec.cache, ResponseCache) else open_cache(spec.cache)
@@ -125,7 +133,7 @@ class RLM(RunSpec):
             int(d): lm(m, options if int(d) == 0 else sub_options) for d, m in spec.models_by_depth.items()
         }
         self._models = Models(root=root, sub=sub, by_depth=by_depth)
-        self._resolved_from = _models_key(spec)
+        self._resolved_from = models_key(spec)
 
     def _warm_up(self) -> None:
         """First-use costs paid here rather than inside the first run: the price catalog's import and
@@ -163,7 +171,7 @@ class RLM(RunSpec):
 
         return AsyncSession(self, context, limits, idle_timeout_s=idle_timeout_s)
 
-    def run(self, question: str, context: Any = None, *, output: Any = None) -> RunResult:
+    def run(self, question: str | None, context: Any = None, *, output: Any = None) -> RunResult:
         """Synchronous wrapper around `arun`. Returns at the run's deadline even when a thread the run
         started is still stuck (a DNS lookup, an in-process model): the loop does not wait for it."""
         try:
@@ -172,7 +180,7 @@ class RLM(RunSpec):
             return asyncio.run(self._arun_own_loop(question, context, output))
         raise RuntimeError("RLM.run() was called inside a running event loop; use `await rlm.arun(...)`")
 
-    async def _arun_own_loop(self, question: str, context: Any, output: Any) -> RunResult:
+    async def _arun_own_loop(self, question: str | None, context: Any, output: Any) -> RunResult:
         asyncio.get_running_loop().set_default_executor(UnwaitedExecutor())
         return await self.arun(question, context, output=output)
 
@@ -188,7 +196,7 @@ class RLM(RunSpec):
 
     async def arun(
         self,
-        question: str,
+        question: str | None,
         context: Any = None,
         *,
         context_note: str | None = None,
@@ -197,13 +205,14 @@ class RLM(RunSpec):
         session: SessionRun | None = None,
         shared: SharedBudget | None = None,
         trace_to: str | Path | None = None,
+        setup_code: str | None = None,
     ) -> RunResult:
-        """Answer `question` about `context`. `output`: a pydantic type, a JSON schema dict or an
+        """Answer `question` about `context` (None: the context holds the task). `output`: a pydantic type, a JSON schema dict or an
         `rlmx.typed.OutputSpec` (default: the spec's `output`); the answer is then validated (see
         rlmx.typed) and parsed into `.parsed`. `session` (given by `rlmx.session`): the run is a question
         of that session, in its REPL. `shared` (given by `rlmx.batch`): limits shared with other runs,
         checked before each call. `trace_to`: this run's trace file, instead of the one `trace` names
-        (unless tracing is off)."""
+        (unless tracing is off). `setup_code`: run in the root's REPL before its first turn."""
         run = self._prepare(
             question,
             context,
@@ -214,6 +223,7 @@ class RLM(RunSpec):
             shared=shared,
             trace_to=trace_to,
         )
+        run.root.setup_code = setup_code
         try:
             result = await self._execute(run)
         finally:
@@ -222,7 +232,7 @@ class RLM(RunSpec):
 
     def _prepare(
         self,
-        question: str,
+        question: str | None,
         context: Any,
         *,
         context_note: str | None,
@@ -234,13 +244,12 @@ class RLM(RunSpec):
     ) -> PreparedRun:
         """Everything a run needs, built from one snapshot of the spec, every refusal made before any
         model call; ends with the `run_start` record."""
-        if not isinstance(question, str) or not question.strip():
-            raise ConfigError("the question must be a non-empty string")
+        check_question(question, context)
         spec = self.snapshot()
         output_spec = OutputSpec.of(output if output is not None else spec.output)
-        if _models_key(spec) != self._resolved_from:  # rlm.model = ... after construction
+        if models_key(spec) != self._resolved_from:  # rlm.model = ... after construction
             self._resolve_models(spec)
-        if _tools_key(spec) != self._tools_from:
+        if tools_key(spec) != self._tools_from:
             self._tools = self._run_tools(spec)
         self._refresh_profile(spec)
         ctx = Context.of(context)  # a value, a Context (files, folders), or pathlib paths
@@ -272,6 +281,7 @@ class RLM(RunSpec):
             shared=shared,
         )
         meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
+        meta = self._profile.dialect.describe(None if ctx.is_files else ctx.load(), meta)
 
         def make_payload() -> ContextPayload:
             return ctx.payload(
@@ -291,6 +301,7 @@ class RLM(RunSpec):
             check_loaded=None if context is None or spec.allow_empty_context else ctx.check_loaded,
             repl=session.repl if session else None,
             note=session.note if session else "",
+            turn_note=session.turn_note if session else "",
         )
         check_budget_for_first_call(state, root.first_messages())
         run = PreparedRun(
@@ -309,7 +320,7 @@ class RLM(RunSpec):
                 id=root.id,
                 run_id=run_id,
                 trace_path=str(trace_path) if trace_path else None,
-                question=excerpt(question, spec.excerpt_chars),
+                question=excerpt(question, spec.excerpt_chars) if question is not None else None,
                 unpriced_models=unpriced,
                 warnings=budget_warnings(unpriced, spec.limits),
                 model=self._models.root.name,
@@ -442,54 +453,3 @@ class PreparedRun:
             model=self.root.lm.name,
             cells=self.root.state.cells_run,
         )
-
-
-def trace_file(trace: Any, run_id: str, trace_to: str | Path | None) -> Path | None:
-    """The run's trace file: none when tracing is off, `trace_to` when given, a new file under the
-    state dir for `trace=True`, else the path `trace` names."""
-    if trace is None or trace is False:
-        return None
-    if trace_to is not None:
-        return Path(trace_to)
-    if trace is True:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-        return trace_dir() / f"{stamp}-{run_id}.jsonl"
-    return Path(trace)
-
-
-def tool_refs(value: Any) -> tuple[str, ...] | None:
-    """`MODULE:ATTR` references (a string, or a tuple or list of them), or None for anything else."""
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, (tuple, list)) and value and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    return None
-
-
-def sinks_of(on_event: Any) -> list[Sink]:
-    if not on_event:
-        return []
-    return list(on_event) if isinstance(on_event, list) else [on_event]
-
-
-def _spec_key(value: Any) -> Any:
-    """Strings, paths and flags compare by value; objects (LMs, settings, tools) by identity."""
-    return value if value is None or isinstance(value, (str, bool, Path)) else id(value)
-
-
-def _models_key(spec: RunSpec) -> tuple[Any, ...]:
-    """What the models are made from; assigning any of these after construction takes effect at
-    the next run."""
-    by_depth = tuple(sorted((int(d), _spec_key(m)) for d, m in spec.models_by_depth.items()))
-    return (
-        _spec_key(spec.model),
-        _spec_key(spec.sub_model),
-        by_depth,
-        id(spec.model_options),
-        id(spec.sub_model_options),
-        _spec_key(spec.cache),
-    )
-
-
-def _tools_key(spec: RunSpec) -> tuple[Any, ...]:
-    return (_spec_key(spec.tools), _spec_key(spec.sub_tools), spec.tool_timeout_s, spec.tool_max_bytes)

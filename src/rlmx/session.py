@@ -55,13 +55,14 @@ class SessionHost(Protocol):
 
     async def arun(
         self,
-        question: str,
+        question: str | None,
         context: Any = None,
         *,
         output: Any = None,
         session: SessionRun | None = None,
         run_id: str | None = None,
         context_note: str | None = None,
+        setup_code: str | None = None,
     ) -> RunResult: ...
 
     async def aclose(self) -> None: ...
@@ -111,15 +112,18 @@ class AsyncSession:
     # --- questions ----------------------------------------------------------------------------------
     async def aask(
         self,
-        question: str,
+        question: str | None,
         context: Any = None,
         *,
         output: Any = None,
         run_id: str | None = None,
         context_note: str | None = None,
+        setup_code: str | None = None,
     ) -> RunResult:
         """Ask the next question in the session's REPL; `context`, when given, is added first (the
-        next `context_N`). `run_id` and `context_note` as for `RLM.arun` (a server names its runs)."""
+        next `context_N`). `question` None: that context holds the task. `run_id` and `context_note` as
+        for `RLM.arun` (a server names its runs); `setup_code` runs in the REPL before the first turn of
+        the session's first question (later questions find what it made)."""
         self._check_open()
         async with self._lock:
             self._check_open()
@@ -130,11 +134,12 @@ class AsyncSession:
                 await self._new_question()
                 result = await self.rlm.arun(
                     question,
-                    self.contexts[0] if self.contexts else None,
+                    self._described(),
                     output=output,
                     session=self.state,
                     run_id=run_id,
                     context_note=context_note,
+                    setup_code=setup_code if not self.results else None,
                 )
                 self._previous = self.state.last_messages()
                 self._restarts_seen = self.state.repl.restarts  # restarts in its cells were told there
@@ -142,6 +147,13 @@ class AsyncSession:
                 return result
             finally:
                 self._arm()
+
+    def _described(self) -> Context | None:
+        """The context a question's opening describes: the first (`context`), or the latest under a
+        dialect that describes the one the question brought (the strict official)."""
+        if not self.contexts:
+            return None
+        return self.contexts[-1] if self.rlm.prompt_profile.dialect.notes_in_turns else self.contexts[0]
 
     async def add_context(self, value: Any) -> int:
         """Add a context to the REPL now (it is `context_N`); returns N. Files are read here, in the
@@ -192,6 +204,7 @@ class AsyncSession:
             dialect=self.rlm.prompt_profile.dialect,
             restarted=restarted,
         )
+        self.state.turn_note = self.rlm.prompt_profile.dialect.turn_notes(len(self.contexts), self.histories)
 
     # --- usage and the end --------------------------------------------------------------------------
     @property
@@ -282,8 +295,10 @@ class Session:
     def contexts(self) -> list[Context]:
         return self._inner.contexts
 
-    def ask(self, question: str, context: Any = None, *, output: Any = None) -> RunResult:
-        return self._call(self._inner.aask(question, context, output=output))
+    def ask(
+        self, question: str | None, context: Any = None, *, output: Any = None, setup_code: str | None = None
+    ) -> RunResult:
+        return self._call(self._inner.aask(question, context, output=output, setup_code=setup_code))
 
     def add_context(self, value: Any) -> int:
         return self._call(self._inner.add_context(value))

@@ -1,5 +1,7 @@
 """Condensing an RLM's older turns: one model call folds them into a running summary (a failed or
-refused call only skips the summary), then a `Compaction` record."""
+refused call only skips the summary), then a `Compaction` record. Under a dialect whose summary replaces
+the turns (the strict official one) the model summarises its whole history instead, and what it is sent
+afterwards is the head, its summary and a note (`summarise_all`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from rlmx.engine.profiles import compaction_request
 from rlmx.engine.run_state import RunState
 from rlmx.errors import BudgetExhausted, ModelError
 from rlmx.lm.base import LM
+from rlmx.prompts import fill, load
 from rlmx.trace.events import Compaction, Error
 
 
@@ -16,6 +19,9 @@ async def compact(
 ) -> None:
     """Condense the older turns of `history`, the history of the RLM `node_id` at `depth` asked
     `question`, with a call to its model `lm` at turn `iteration`."""
+    if state.profile.dialect.summary_replaces_turns:
+        await summarise_all(state, history, lm=lm, node_id=node_id, depth=depth, iteration=iteration)
+        return
     old = history.turns_to_condense()
     digest = "\n\n".join(f"[{m['role']}]\n{str(m['content'])[:4000]}" for m in old)
     ask = compaction_request(question, history.summary, digest)
@@ -33,6 +39,34 @@ async def compact(
             )
         )
     history.compact(summary)
+    state.emitter.emit(
+        Compaction(
+            parent_id=node_id,
+            depth=depth,
+            iteration=iteration,
+            condensed_upto=history.compacted_upto,
+            view_tokens=history.view_tokens(),
+        )
+    )
+
+
+async def summarise_all(
+    state: RunState, history: History, *, lm: LM, node_id: str, depth: int, iteration: int
+) -> None:
+    """The official runtime's compaction: the history as sent, plus a request for a summary; from then
+    on the model is sent the head, its summary (an assistant message) and a note to continue from it."""
+    request, note = load("compaction_official.md").split("\n---\n", 1)
+    ask = [*history.for_model(), {"role": "user", "content": request.strip()}]
+    try:
+        reply = await state.call_model(
+            lm, ask, depth=depth, parent_id=node_id, purpose="compaction", iteration=iteration
+        )
+    except (BudgetExhausted, ModelError) as exc:
+        state.emitter.emit(
+            Error(parent_id=node_id, depth=depth, message=f"compaction skipped: {exc}", recoverable=True)
+        )
+        return
+    history.replace_with_summary(reply.text, fill(note.strip(), count=history.compactions + 1))
     state.emitter.emit(
         Compaction(
             parent_id=node_id,

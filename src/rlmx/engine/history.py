@@ -8,10 +8,12 @@ verbatim. The condensed prefix is rebuilt only when compaction happens, never pe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from rlmx.engine.parse import parse_reply
 from rlmx.limits import HistorySettings
 from rlmx.lm.base import Message, estimate_tokens
+from rlmx.repl.dialect import SEGMENT
 
 
 @dataclass
@@ -25,6 +27,11 @@ class History:
     summary: str = ""
     mirrored: int = 0  # messages already copied into the REPL's `history` variable
     logged: int = 0  # messages already written to the trace
+    compactions: int = 0  # how many times the history was compacted
+    # the REPL's `history` gets one entry per turn (its reply and output, a list) and one per summary
+    # (`{"type": "summary", "content": ...}`) instead of the messages, as in the official runtime
+    segments: bool = False
+    entries: list[Any] = field(default_factory=list)
     _chars: int = 0  # size of what for_model() returns, kept incrementally
 
     def append(self, message: Message) -> None:
@@ -35,11 +42,18 @@ class History:
         """What is sent to the model: the head, the condensed older turns, the recent turns verbatim."""
         return self.messages[: self.head] + self.condensed + self.messages[self.compacted_upto :]
 
-    def take_unmirrored(self) -> list[Message]:
-        """The messages the REPL's `history` does not have yet; from now on it has them."""
-        new = self.messages[self.mirrored :]
-        self.mirrored = len(self.messages)
+    def take_unmirrored(self) -> list[Any]:
+        """The messages (or, with `segments`, the entries) the REPL's `history` does not have yet; from
+        now on it has them."""
+        source: list[Any] = self.entries if self.segments else self.messages
+        new = source[self.mirrored :]
+        self.mirrored = len(source)
         return new
+
+    def add_entry(self, entry: Any) -> None:
+        """One entry of the REPL's `history` under `segments` (nothing otherwise)."""
+        if self.segments:
+            self.entries.append({SEGMENT: entry} if isinstance(entry, list) else entry)
 
     def unlogged(self) -> list[Message]:
         """The messages no trace record holds yet."""
@@ -52,14 +66,27 @@ class History:
     def view_tokens(self) -> int:
         return estimate_tokens(self._chars) + 4 * (len(self.condensed) + len(self.messages))
 
-    def needs_compaction(self) -> bool:
+    def needs_compaction(self, *, whole: bool = False) -> bool:
+        """Past `compact_at` of the window with turns to condense (`whole`: with any turn since the last
+        compaction, all of them summarised, at `compact_at` or more, as the official runtime does)."""
         threshold = self.settings.compact_at * self.window_tokens
+        if whole:
+            fresh = len(self.messages) > self.compacted_upto or not self.compactions
+            return self.view_tokens() >= threshold and fresh
         keep = 2 * self.settings.keep_recent_turns
         return self.view_tokens() > threshold and len(self.messages) - keep > self.compacted_upto
 
     def turns_to_condense(self) -> list[Message]:
         end = len(self.messages) - 2 * self.settings.keep_recent_turns
         return self.messages[self.compacted_upto : end]
+
+    def replace_with_summary(self, summary: str, note: str) -> None:
+        """Every turn so far is represented by `summary` (an assistant message) and `note` (a user one)."""
+        self.condensed = [{"role": "assistant", "content": summary}, {"role": "user", "content": note}]
+        self.compacted_upto = len(self.messages)
+        self.compactions += 1
+        self.add_entry({"type": "summary", "content": summary})
+        self._chars = sum(len(str(m["content"])) for m in self.for_model())
 
     def compact(self, summary: str | None) -> None:
         """Condense all but the recent turns: code kept, outputs shortened, a running summary on top."""
@@ -94,4 +121,5 @@ class History:
         while len(self.condensed) > 3 and sum(len(str(m["content"])) for m in self.condensed) > budget_chars:
             del self.condensed[1:3]
         self.compacted_upto = end
+        self.compactions += 1
         self._chars = sum(len(str(m["content"])) for m in self.for_model())

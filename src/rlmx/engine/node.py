@@ -10,9 +10,9 @@ from rlmx.answer import Answer, from_wire
 from rlmx.context.metadata import render
 from rlmx.context.payload import ContextPayload
 from rlmx.engine.compaction import compact
-from rlmx.engine.finals import literal_answer
+from rlmx.engine.finals import forced_answer
 from rlmx.engine.history import History
-from rlmx.engine.parse import parse_reply, prose_of
+from rlmx.engine.parse import parse_reply
 from rlmx.engine.repl_handle import ReplHandle
 from rlmx.engine.result import NodeResult
 from rlmx.engine.run_state import RunState
@@ -51,7 +51,7 @@ class Node:
         state: RunState,
         *,
         depth: int,
-        question: str,
+        question: str | None,
         payload: ContextPayload,
         meta: str,
         parent_id: str | None,
@@ -62,6 +62,7 @@ class Node:
         lm: BaseLM | None = None,
         repl: ReplHandle | None = None,
         note: str = "",
+        turn_note: str = "",
     ) -> None:
         self.state = state
         self.check_loaded = check_loaded  # root only: refuses a context found empty once the worker read it
@@ -79,8 +80,12 @@ class Node:
         self.sub_lm = state.models.for_depth(depth + 1)
         self.repl = repl or ReplHandle(state.sandbox_factory())  # a session's root keeps the session's
         self.note = note  # lines the opening adds after the context's description (a session's)
+        self.turn_note = turn_note  # lines each turn's message ends with (a strict official session's)
+        self.setup_code: str | None = None  # run in the REPL before the first turn (its output unseen)
         self.history = History(
-            state.history_settings, state.history_settings.context_window or state.models.window(self.lm)
+            state.history_settings,
+            state.history_settings.context_window or state.models.window(self.lm),
+            segments=state.profile.dialect.summary_replaces_turns,
         )
         self.iteration = 0
         self.failing_turns = 0  # turns in a row whose code raised (Limits.max_errors)
@@ -123,7 +128,7 @@ class Node:
                     id=self.id,
                     parent_id=self.parent_id,
                     depth=self.depth,
-                    question=excerpt(self.question, self.state.excerpt_chars),
+                    question=excerpt(self.question or "", self.state.excerpt_chars),
                     model=self.lm.name,
                     batch_id=self.batch_id,
                 )
@@ -164,30 +169,34 @@ class Node:
 
     def first_messages(self) -> list[dict[str, Any]]:
         """This RLM's first request: the system prompt and the opening (with a session's note)."""
-        return self.state.first_messages(
-            self.depth, self.sub_lm, self.meta + self.note, self.question, self.output
-        )
+        asked = self.question if self.state.profile.dialect.child_has_question or not self.is_child else None
+        return self.state.first_messages(self.depth, self.sub_lm, self.meta + self.note, asked, self.output)
 
     async def _turns(self) -> NodeResult:
         limits, profile = self.state.limits, self.state.profile
+        dialect, ledger = profile.dialect, self.state.ledger
         await self._measured_meta()
-        for message in self.first_messages():
+        if self.setup_code:
+            await self._exec(self.setup_code)
+        for message in [*self.first_messages(), *([] if self.is_child else dialect.prologue())]:
             self.history.append(message)
         for iteration in range(1, limits.max_iterations + 1):
             self.iteration = iteration
-            if self.history.needs_compaction():
+            if stop := dialect.stop_before_turn(ledger):
+                return await self._forced_final(stop)
+            if self.history.needs_compaction(whole=dialect.summary_replaces_turns):
                 await compact(
                     self.state,
                     self.history,
                     lm=self.lm,
-                    question=self.question,
+                    question=self.question or "(none: the task is in the context)",
                     node_id=self.id,
                     depth=self.depth,
                     iteration=self.iteration,
                 )
             turn = profile.turn_prompt(iteration, limits.max_iterations)
             if turn is not None:
-                self.history.append({"role": "user", "content": turn})
+                self.history.append({"role": "user", "content": turn + self.turn_note})
             purpose: Purpose = "root" if self.depth == 0 else "child_root"
             if self.correcting:  # the last answer failed the output schema: this turn corrects it
                 purpose, self.correcting = "correction", False
@@ -198,7 +207,12 @@ class Node:
             except ModelError as exc:
                 return self._error(f"model call failed: {exc}")
             self.history.append({"role": "assistant", "content": reply})
+            turn_start = len(self.history.messages) - 1
             done = await self._act(reply)
+            if done is None:  # the official `history`'s segment: this turn's reply and output
+                self.history.add_entry(self.history.messages[turn_start:])
+            if stop := dialect.stop_after_turn(ledger, self.failing_turns):
+                return await self._forced_final(stop)
             if done is not None:
                 return self._finish(done, "final" if done.error is None else "error")
             if limits.max_errors is not None and self.failing_turns >= limits.max_errors:
@@ -230,18 +244,20 @@ class Node:
 
     async def _act(self, reply: str) -> Answer | None:
         """Run the reply's code, in order; an accepted answer (FINAL, FINAL_VAR, the `answer` dict, or a
-        FINAL line in the reply's prose) ends the loop, and blocks after it do not run. Otherwise the
-        outputs go back to the model as the next user message."""
+        FINAL line in the reply's prose) ends the loop, and blocks after it do not run (they do under a
+        dialect that `runs_every_block`; the first answer counts). Otherwise the outputs go back to the
+        model as the next user message."""
         profile = self.state.profile
-        parsed = parse_reply(reply, profile.runnable)
+        parsed = parse_reply(reply, profile.runnable, finals=profile.dialect.honours_final_text)
         results: list[ExecResult] = []
         notes: list[str] = []
         code_failed = rejected = False
+        taken: Answer | None = None  # an answer taken while the later blocks still run (strict official)
         for code in parsed.code_blocks:
             result = await self._exec(code)
             results.append(result)
             code_failed = code_failed or result.error is not None
-            if result.final is not None:
+            if taken is None and result.final is not None:
                 answer = from_wire(result.final)
                 if (
                     answer.source == "answer_dict"
@@ -254,10 +270,16 @@ class Node:
                     rejected = True
                     break
                 done = self._accept(answer, notes)
-                if done is not None:
+                if done is not None and not profile.dialect.runs_every_block:
                     return done
+                if done is not None:
+                    taken = done
+                    continue
                 rejected = True
                 break
+        if taken is not None:
+            self.failing_turns = self.failing_turns + 1 if code_failed else 0
+            return taken
         if parsed.final is not None and not rejected:
             if code_failed:
                 notes.append(
@@ -271,7 +293,7 @@ class Node:
                         return done
                 else:
                     notes.append(problem)
-        if not parsed.code_blocks and parsed.final is None:
+        if not parsed.code_blocks and parsed.final is None and profile.no_code():
             notes.append(profile.no_code())
         self.failing_turns = self.failing_turns + 1 if code_failed else 0
         feedback = profile.feedback(
@@ -282,7 +304,8 @@ class Node:
             calls_left=self.state.ledger.calls_left(),
             skipped=parsed.skipped,
         )
-        self.history.append({"role": "user", "content": feedback})
+        if feedback:  # the strict official dialect says nothing after a reply without code
+            self.history.append({"role": "user", "content": feedback})
         return None
 
     def _accept(self, answer: Answer, parts: list[str]) -> Answer | None:
@@ -371,7 +394,10 @@ class Node:
         """A limit stopped the loop: one call asking for an answer from what is known. Its answer is the
         reply's FINAL value or, without one, its prose with code removed; never code, never made up."""
         self.emit(Limit(**self.here(), reason=reason, iteration=self.iteration))
-        ask = {"role": "user", "content": self.state.profile.forced_final(reason)}
+        dialect = self.state.profile.dialect
+        if not dialect.asks_at(reason):  # the official runtime stops at once
+            return self._finish(Answer.none(f"stopped by {reason}"), reason)
+        ask = dialect.final_request(reason)
         try:
             reply = await self._call(
                 self.history.for_model(), purpose="final", final=self.depth == 0, extra=[ask]
@@ -387,7 +413,7 @@ class Node:
             )
         self.history.append(ask)
         self.history.append({"role": "assistant", "content": reply})
-        answer = await self._forced_answer(reply)
+        answer = await forced_answer(self, reply)
         if not answer.given:
             return self._finish(Answer.none(f"stopped by {reason}; {answer.error}"), reason)
         if self.output is not None:  # no corrections left at a limit: the answer matches or it is reported
@@ -397,29 +423,6 @@ class Node:
             else:
                 answer = checked
         return self._finish(answer, reason)
-
-    async def _forced_answer(self, reply: str) -> Answer:
-        """The answer of a forced final reply, in every form: its code blocks run (sub-calls refused)
-        while the REPL is alive; when it is not, an `answer = {...}` in them is read as a literal; then a
-        FINAL line; then its prose. None (with why) when the reply holds no answer."""
-        parsed = parse_reply(reply, self.state.profile.runnable)
-        if parsed.code_blocks and self.repl.alive:
-            for code in parsed.code_blocks:
-                result = await self._exec(code, sub_calls=False)
-                if result.final is not None and result.error is None:
-                    return from_wire(result.final)
-        elif parsed.code_blocks:
-            literal = literal_answer(parsed.code_blocks)
-            if literal is not None:
-                return literal
-        problem = "the model's final reply held no answer"
-        if parsed.final is not None:
-            answer, resolve_problem = await self._resolve(parsed.final)
-            if resolve_problem is None:
-                return answer
-            problem = resolve_problem
-        text = prose_of(reply)
-        return Answer(text, "prose") if text else Answer.none(problem)
 
     async def answer_after_timeout(self) -> NodeResult:
         """The run's time is up and its REPL is gone: one bounded call for an answer from the history."""
@@ -445,7 +448,7 @@ class Node:
 
     async def run_child(
         self,
-        question: str,
+        question: str | None,
         payload: ContextPayload,
         meta: str,
         parent_id: str,

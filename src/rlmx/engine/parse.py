@@ -22,9 +22,12 @@ class ParsedReply:
     skipped: int = 0  # fenced blocks of a language the profile does not run
 
 
-def parse_reply(text: str, runnable: frozenset[str] | set[str] = RUNNABLE) -> ParsedReply:
+def parse_reply(
+    text: str, runnable: frozenset[str] | set[str] = RUNNABLE, *, finals: bool = True
+) -> ParsedReply:
     """The code blocks to run (fences labelled with a language in `runnable`) and a FINAL line in the
-    prose; `skipped` counts the non-empty blocks of other languages."""
+    prose (not looked for when `finals` is False); `skipped` counts the non-empty blocks of other
+    languages."""
     blocks: list[str] = []
     prose: list[str] = []
     skipped = 0
@@ -39,7 +42,7 @@ def parse_reply(text: str, runnable: frozenset[str] | set[str] = RUNNABLE) -> Pa
         pos = match.end()
     prose.append(text[pos:])
     final = None
-    for segment in prose:
+    for segment in prose if finals else ():
         final = find_final(segment)
         if final:
             break

@@ -79,7 +79,7 @@ class PromptProfile:
             text = text.rstrip("\n") + "\n\n" + tools
         return text.rstrip("\n") + ("\n\n" + self.append.strip() if self.append.strip() else "")
 
-    def opening(self, meta: str, question: str) -> str:
+    def opening(self, meta: str, question: str | None) -> str:
         """The first user message: the question and what the context is."""
         return self.dialect.opening(meta, question)
 

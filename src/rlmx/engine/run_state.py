@@ -89,7 +89,7 @@ class RunState:
         )
 
     def first_messages(
-        self, depth: int, sub_lm: BaseLM, meta: str, question: str, output: OutputSpec | None = None
+        self, depth: int, sub_lm: BaseLM, meta: str, question: str | None, output: OutputSpec | None = None
     ) -> list[Message]:
         """An RLM's first request: its system prompt (its tools; the output schema's section when it has
         one) and the opening with its context's description `meta` and its `question`."""

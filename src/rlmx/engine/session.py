@@ -33,6 +33,7 @@ class SessionRun:
     note: str = ""  # this question's lines about the session, after the context's description
     root: Node | None = None  # the question's root RLM, set by the run (its messages become history_N)
     question: int = 0  # this question's number, from 1
+    turn_note: str = ""  # lines each turn's message ends with (the strict official dialect's notes)
 
     @property
     def started(self) -> bool:
@@ -52,7 +53,9 @@ class SessionRun:
 
     def last_messages(self) -> list[dict[str, Any]]:
         """The last question's root messages (empty when its run ended before it began)."""
-        return list(self.root.history.messages) if self.root is not None else []
+        if self.root is None:
+            return []
+        return self.root.state.profile.dialect.kept_messages(list(self.root.history.messages))
 
     def trace_file(self, path: Path | None, *, given: bool) -> Path | None:
         """The question's trace file. A path given to the RLM would be one file for every question: each
@@ -66,7 +69,10 @@ def session_note(
     *, question: int, contexts: list[dict[str, Any]], histories: int, dialect: Dialect, restarted: bool
 ) -> str:
     """The lines a session's question adds to its first message: how many `context_N` and `history_N`
-    the REPL holds, what `history` is, and whether the REPL lost its variables since the last question."""
+    the REPL holds, what `history` is, and whether the REPL lost its variables since the last question
+    (none under a dialect that notes them in each turn's message instead)."""
+    if dialect.notes_in_turns:
+        return ""
     lines = [
         f"This is question {question + 1} of a session: the REPL keeps the variables your code made for "
         "earlier questions (SHOW_VARS() lists them)."

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 DEFAULT_BATCH_WIDTH = 128  # calls of a batch under way at once when the model does not say its concurrency
 
 # starts a child RLM one level down and waits for it: (question, payload, meta, parent_id, batch_id, model)
-Spawn = Callable[[str, ContextPayload, str, str, "str | None", "BaseLM | None"], Awaitable[NodeResult]]
+Spawn = Callable[
+    ["str | None", ContextPayload, str, str, "str | None", "BaseLM | None"], Awaitable[NodeResult]
+]
 
 
 class SubCalls:
@@ -197,7 +199,10 @@ class SubCalls:
         async with self.children:
             result = await self.spawn(prompt, payload, meta, parent_id, batch_id, lm)
         if not result.answer.given:
-            raise ChildFailed(f"the child run ended by {result.stopped_by}: {result.error or 'no answer'}")
+            message = f"the child run ended by {result.stopped_by}: {result.error or 'no answer'}"
+            if self.state.profile.dialect.child_failure_returned:  # as the official runtime returns it
+                return f"Error: {message}"
+            raise ChildFailed(message)
         return result.answer.text()
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from rlmx.repl import helpers, search, tokens
-from rlmx.repl.dialect import RLMX, ReplDialect
+from rlmx.repl.dialect import RLMX, SEGMENT, ReplDialect
 from rlmx.repl.textview import TextView
 
 # The names the REPL provides and puts back after every cell (with `context_N` / `history_N` when
@@ -95,6 +95,7 @@ class ReplNamespace:
         self.cache_dir: str | None = None
         self.note: Callable[[str], None] = print_note  # one `[rlmx] ...` line in the cell's output
         self.noticed: set[str] = set()  # the helpers whose cut was noted in this cell (once each)
+        self.tool_names: list[str] = []  # the user's tools, in their order
 
     def fill(
         self,
@@ -137,11 +138,12 @@ class ReplNamespace:
             search=bound["search"],
             Match=helpers.Match,
             SHOW_VARS=self.SHOW_VARS,
-            FINAL=self.FINAL,
-            FINAL_VAR=self.FINAL_VAR,
         )
-        if session:  # a session's REPL: its first context is also `context_0`
+        if dialect.final_functions:
+            self.names.update(FINAL=self.FINAL, FINAL_VAR=self.FINAL_VAR)
+        if session or dialect.official_names:  # a session's REPL: its first context is also `context_0`
             self.names["context_0"] = context
+        self.tool_names = list(tools or {})
         self.names.update(tools or {})
         self.reserved = {
             name: value
@@ -244,7 +246,10 @@ class ReplNamespace:
         return any(v is value for k, v in self.names.items() if not k.startswith("__"))
 
     def SHOW_VARS(self) -> str:
-        """The variables the cells made, one `name: type [len=N]` per line (returned, not printed)."""
+        """The variables the cells made, one `name: type [len=N]` per line (returned, not printed); under
+        the official names, `Available variables: {name: type, ...}` as the official REPL shows them."""
+        if self.dialect.official_names:
+            return VarsListing(self._official_listing())
         rows = []
         for key, value in self.names.items():
             if key.startswith("_") or self._provided(key, value) or type(value).__name__ == "module":
@@ -258,11 +263,52 @@ class ReplNamespace:
         """The names of the variables the cells made that hold plain values (text, numbers, lists,
         dicts, tuples): the `REPL variables: [...]` line of the official dialect's feedback."""
         plain = (str, int, float, bool, list, dict, tuple)
+        if self.dialect.official_names:
+            return self._official_names(plain)
         return [
             key
             for key, value in self.names.items()
             if not key.startswith("_") and not self._provided(key, value) and isinstance(value, plain)
         ]
+
+    def _official_listing(self) -> str:
+        """Every name but the REPL's functions and `answer`, with its type's name, in the official order."""
+        history = ["history"] if self.dialect.lists_history else []
+        values = [name for name in self.tool_names if not callable(self.names.get(name))]
+        shown: dict[str, str] = {}
+        for key in [*values, *history, "context_0", "context"]:
+            if key in self.names:
+                shown[key] = type(self.names[key]).__name__
+        for key, value in self.names.items():
+            if key in shown or key.startswith("_") or key in ("ctx", "answer", "history"):
+                continue
+            if self._provided(key, value) and not NUMBERED.fullmatch(key):
+                continue
+            shown[key] = type(value).__name__
+            if key == "history_0" and not history and "history" in self.names:
+                shown["history"] = type(self.names["history"]).__name__
+        return f"Available variables: {shown}" if shown else "No variables yet."
+
+    def _official_names(self, plain: tuple[type, ...]) -> list[str]:
+        """As the official REPL lists them: `answer`, the user's plain values (then `history` under
+        compaction), `context_0`, `context`, then every other plain value in the order it came, with
+        `history` after `history_0` in a session."""
+        history = ["history"] if self.dialect.lists_history else []
+        first = ["answer", *self.tool_names, *history, "context_0", "context"]
+        names = self.names
+        listed = [key for key in first if isinstance(names.get(key), plain)]
+        for key, value in names.items():
+            if (
+                key in listed
+                or key.startswith("_")
+                or key in ("ctx", "history")
+                or not isinstance(value, plain)
+            ):
+                continue
+            listed.append(key)
+            if key == "history_0" and not history and isinstance(names.get("history"), plain):
+                listed.append("history")
+        return listed
 
     def _provided(self, key: str, value: Any) -> bool:
         """A name the REPL gave that still holds what it was given (`ctx` and `answer` included)."""
@@ -301,8 +347,9 @@ class ReplNamespace:
         return restored
 
     def extend_history(self, messages: list[dict[str, Any]]) -> None:
-        """Messages of the run the host appends to `history` (this question's) before a cell."""
-        self.mirror.extend(messages)
+        """Messages of the run the host appends to `history` (this question's) before a cell; an entry
+        `{SEGMENT: [...]}` is that list (a turn's messages, the strict official dialect's entry)."""
+        self.mirror.extend(m[SEGMENT] if set(m) == {SEGMENT} else m for m in messages)
 
 
 def print_note(text: str) -> None:

@@ -66,11 +66,17 @@ def repl_tools(
 ) -> dict[str, Any]:
     """The names the user's tools add to the REPL (from INIT's settings): a stub per host function
     (with `ToolError`, what a failed call raises), and a copy of each plain value (its own, even in the
-    local backend, where the host's object is at hand)."""
+    local backend, where the host's object is at hand). A value without a JSON form can only have come
+    in-process (`rlmx.compat.rlms` with `isolated: False`): it is the object itself."""
     names: dict[str, Any] = {str(spec["name"]): make_stub(spec, send, max_bytes) for spec in specs}
     if names:
         names["ToolError"] = ToolError
-    return {**names, **(json.loads(json.dumps(values)) if values else {})}
+    for name, value in values.items():
+        try:
+            names[name] = json.loads(json.dumps(value))
+        except (TypeError, ValueError):
+            names[name] = value
+    return names
 
 
 def make_stub(spec: dict[str, Any], send: Callable[[dict[str, Any]], Any], max_bytes: int) -> Any:

@@ -1,0 +1,1 @@
+"""`rlm.core`: the RLM class (`rlm.core.rlm`) and its types (`rlm.core.types`)."""

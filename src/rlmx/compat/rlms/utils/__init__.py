@@ -1,0 +1,1 @@
+"""`rlm.utils`: the limit exceptions."""
