@@ -102,10 +102,59 @@ def _logger_without_f(logger: dict[str, Any]) -> dict[str, Any]:
     return {**logger, "metadata": [strip(m) for m in logger["metadata"]]}
 
 
+def _logger_without_locals(logger: dict[str, Any]) -> dict[str, Any]:
+    def empty(meta: Any) -> Any:
+        if not isinstance(meta, dict):
+            return meta
+        return {**meta, "block_locals": [[] for _ in meta["block_locals"]]}
+
+    return {**logger, "metadata": [empty(m) for m in logger["metadata"]]}
+
+
+NO_LOCALS = (
+    "compat's block records carry `locals` as {}: the REPL's names and values stay in the isolated worker"
+    " (the trace does not carry them across); everything else in the records is the official's"
+)
+
+
+def _system_split(requests: Any) -> tuple[list[str], Any]:
+    """The requests' system messages, and the requests with those messages blanked."""
+    systems: list[str] = []
+
+    def blank(message: list[Any]) -> list[Any]:
+        if message and message[0] == "system":
+            systems.append(message[1])
+            return ["system", "<system>"]
+        return message
+
+    rest = [[kind, params, [blank(m) for m in messages]] for kind, params, messages in requests]
+    return systems, rest
+
+
+def _own_tools_section(off: Any, comp: Any) -> bool:
+    (off_systems, off_rest), (comp_systems, comp_rest) = _system_split(off), _system_split(comp)
+    return (
+        off_rest == comp_rest
+        and len(off_systems) == len(comp_systems) == 1
+        and all(
+            s.startswith("You are a scripted test model.")
+            and s.endswith("End of instructions.")
+            and all(f"`{name}" in s for name in ("word_count", "lookup", "LIMIT"))
+            for s in off_systems + comp_systems
+        )
+        and "ToolError" in comp_systems[0]
+    )
+
+
 DELIBERATE: dict[tuple[str, str], Deliberate] = {
     ("*", "logger"): Deliberate(
-        LOADER_F + " (the block records' locals)",
-        lambda off, comp: "'f'" in str(off) and _logger_without_f(off) == comp,
+        NO_LOCALS,
+        lambda off, comp: "'f'" in str(off) and _logger_without_locals(off) == comp,
+    ),
+    ("custom_system_prompt", "requests"): Deliberate(
+        "{custom_tools_section} is filled with rlmx's own tools section (signatures, the JSON bridge,"
+        " ToolError), in the same place of the user's prompt",
+        _own_tools_section,
     ),
     ("show_vars", "outcome"): Deliberate(
         LOADER_F, lambda off, comp: "'f': 'TextIOWrapper'" in str(off) and _without_f(off) == comp
