@@ -39,15 +39,7 @@ async def compact(
             )
         )
     history.compact(summary)
-    state.emitter.emit(
-        Compaction(
-            parent_id=node_id,
-            depth=depth,
-            iteration=iteration,
-            condensed_upto=history.compacted_upto,
-            view_tokens=history.view_tokens(),
-        )
-    )
+    compacted(state, history, node_id=node_id, depth=depth, iteration=iteration)
 
 
 async def summarise_all(
@@ -67,6 +59,11 @@ async def summarise_all(
         )
         return
     history.replace_with_summary(reply.text, fill(note.strip(), count=history.compactions + 1))
+    compacted(state, history, node_id=node_id, depth=depth, iteration=iteration)
+
+
+def compacted(state: RunState, history: History, *, node_id: str, depth: int, iteration: int) -> None:
+    """The `compaction` record of a history just compacted."""
     state.emitter.emit(
         Compaction(
             parent_id=node_id,
