@@ -355,3 +355,33 @@ def test_interpreters_run_side_by_side_from_threads() -> None:
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(session, range(4)))
     assert results == [[n, 2 * n, 3 * n] for n in range(4)]
+
+
+def _descendants(pid: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def test_close_runtime_stops_the_shared_zygotes_and_the_next_interpreter_starts_anew() -> None:
+    from rlmx.integrations.dspy import close_runtime
+
+    close_runtime()
+    before = _descendants(os.getpid())
+    with Interpreter() as interpreter:
+        assert interpreter.execute("1 + 1") == 2
+    assert _descendants(os.getpid()) - before  # the zygote outlives the interpreter, for the next one
+    close_runtime()
+    assert _descendants(os.getpid()) - before == set()
+    with Interpreter() as interpreter:
+        assert interpreter.execute("2 + 2") == 4

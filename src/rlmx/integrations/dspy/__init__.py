@@ -5,5 +5,6 @@ tools run on the host across the worker's bridge. See docs/integrations/dspy.md.
 """
 
 from rlmx.integrations.dspy.interpreter import Interpreter, interpreter_factory
+from rlmx.integrations.dspy.runtime import close_runtime
 
-__all__ = ["Interpreter", "interpreter_factory"]
+__all__ = ["Interpreter", "close_runtime", "interpreter_factory"]

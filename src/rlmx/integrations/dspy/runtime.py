@@ -82,6 +82,16 @@ def runtime() -> Runtime:
         return _RUNTIME
 
 
+def close_runtime() -> None:
+    """Stop the shared zygotes and the loop thread now (else at exit); the next interpreter starts anew."""
+    global _RUNTIME
+    with _LOCK:
+        current, _RUNTIME = _RUNTIME, None
+    if current is not None:
+        atexit.unregister(current.close)
+        current.close()
+
+
 def _forget_in_child() -> None:
     """A forked child has no loop thread: it starts its own runtime when it needs one."""
     global _RUNTIME, _LOCK
