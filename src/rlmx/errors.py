@@ -61,6 +61,11 @@ class ProtocolViolation(SandboxError):
     """The worker sent something the wire protocol does not allow."""
 
 
+class SandboxRefused(SandboxError):
+    """The worker turned a request down (a value it could not take, a definition it could not make) and
+    goes on; the REPL is not lost."""
+
+
 class SandboxUnavailable(SandboxError):
     """The default sandbox cannot isolate model code on this machine, so it refuses to run it."""
 

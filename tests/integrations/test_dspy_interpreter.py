@@ -385,3 +385,14 @@ def test_close_runtime_stops_the_shared_zygotes_and_the_next_interpreter_starts_
     assert _descendants(os.getpid()) - before == set()
     with Interpreter() as interpreter:
         assert interpreter.execute("2 + 2") == 4
+
+
+def test_a_request_the_worker_turns_down_is_a_refusal_and_the_session_goes_on() -> None:
+    from rlmx.errors import SandboxRefused
+    from rlmx.integrations.dspy.runtime import runtime
+
+    with Interpreter() as interpreter:
+        assert interpreter._sandbox is not None
+        with pytest.raises(SandboxRefused, match="no value of 'nope' was kept"):
+            runtime().run(interpreter._sandbox.assign("nope", None))  # "bind again" with nothing sent
+        assert interpreter.execute("1 + 1") == 2

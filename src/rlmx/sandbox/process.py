@@ -11,7 +11,7 @@ import time
 from typing import Any, cast
 
 from rlmx.context.payload import ContextPayload
-from rlmx.errors import BudgetExhausted, ProtocolViolation, RLMError, SandboxError
+from rlmx.errors import BudgetExhausted, ProtocolViolation, RLMError, SandboxError, SandboxRefused
 from rlmx.sandbox import frames, wire
 from rlmx.sandbox.base import ExecResult, RpcHandler, SandboxSettings
 from rlmx.sandbox.inbox import Broken, CellClock, Inbound, RpcDone, WorkerGone
@@ -171,7 +171,7 @@ class ProcessSandbox:
         if not isinstance(item, frames.PutResult) or item.id != getattr(frame, "id", None):
             raise ProtocolViolation(f"REPL worker answered {frame.TYPE} with {_what(item)}")
         if item.error is not None:
-            raise SandboxError(f"the REPL could not {what}: {item.error}")
+            raise SandboxRefused(f"the REPL could not {what}: {item.error}")
 
     async def _read_frames(self, reader: asyncio.StreamReader) -> None:
         """The worker's frames, checked, into the inbox; then WorkerGone or Broken, and nothing more."""

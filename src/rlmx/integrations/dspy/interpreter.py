@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rlmx.context.payload import ContextPayload
-from rlmx.errors import ConfigError, InvalidSettings, RLMError, SandboxError
+from rlmx.errors import ConfigError, InvalidSettings, RLMError, SandboxError, SandboxRefused
 from rlmx.integrations.dspy import values
 from rlmx.integrations.dspy.classes import (
     CodeExecutionError,
@@ -246,9 +246,7 @@ class Interpreter:
                 await sandbox.assign(name, payload)
                 if payload is not None and payload.text is not None:
                     self._sent[name] = payload.text
-        except SandboxError as exc:
-            if "could not" not in str(exc):  # not the worker's refusal: the worker is lost
-                raise
+        except SandboxRefused as exc:  # the worker turned it down and goes on (anything else: lost)
             raise Refused(str(exc)) from None
 
         async def rpc(method: str, params: dict[str, Any]) -> Any:

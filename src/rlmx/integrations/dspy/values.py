@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import keyword
-import math
 from typing import Any
 
 from rlmx.context.payload import ContextPayload
@@ -107,8 +106,6 @@ def tool_result(value: Any) -> Any:
 
 
 def _text(value: Any) -> str:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
     try:
         return str(value)
     except Exception as exc:
