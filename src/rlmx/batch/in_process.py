@@ -18,10 +18,17 @@ class InProcessExecutor:
     name = "local"
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.loop.set_default_executor(UnwaitedExecutor())
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.tasks: dict[asyncio.Task[dict[str, Any]], tuple[BatchItem, int]] = {}
         self.runner: Any = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """Made when first needed, so a batch with nothing to run (or never iterated) holds none."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._loop.set_default_executor(UnwaitedExecutor())
+        return self._loop
 
     def start(self, plan: Plan) -> None:
         self.plan = plan
@@ -74,6 +81,8 @@ class InProcessExecutor:
 
     def close(self) -> None:
         """Cancel what still runs (Ctrl-C) and let it end its traces and sandboxes."""
+        if self._loop is None or self._loop.is_closed():
+            return
         for task in self.tasks:
             task.cancel()
         if self.tasks:

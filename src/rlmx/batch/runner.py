@@ -145,8 +145,9 @@ class Batch:
                 if begun:
                     self.summary.fleet = executor.totals()
             finally:
-                if self.todo:
-                    executor.close()  # even when the fleet is gone: tasks cancelled, a Ray we started stopped
+                # always, even with nothing to run (the local executor holds an event loop from the
+                # start) and when the fleet is gone: tasks cancelled, a Ray we started stopped
+                executor.close()
                 self._tally()
                 self._compact()
 
