@@ -188,6 +188,10 @@ class RLM(RunSpec):
         """Close the HTTP connections this RLM's models opened in the running event loop. Only needed
         on a loop you run and close yourself: `run()` and `asyncio.run(rlm.arun(...))` close them as
         their loop ends. The next run opens new ones."""
+        pool = getattr(self, "_mcp_pool", None)
+        if pool is not None:  # a batch's servers, started by its first item (rlmx.mcp.run.pooled_mcp)
+            self._mcp_pool = None
+            await pool.aclose()
         closed: set[int] = set()
         for lm in (self._models.root, self._models.sub, *self._models.by_depth.values()):
             if id(lm) not in closed:
@@ -213,22 +217,43 @@ class RLM(RunSpec):
         of that session, in its REPL. `shared` (given by `rlmx.batch`): limits shared with other runs,
         checked before each call. `trace_to`: this run's trace file, instead of the one `trace` names
         (unless tracing is off). `setup_code`: run in the root's REPL before its first turn."""
-        run = self._prepare(
-            question,
-            context,
-            context_note=context_note,
-            output=output,
-            run_id=run_id,
-            session=session,
-            shared=shared,
-            trace_to=trace_to,
-        )
-        run.root.setup_code = setup_code
+        mcp = await self._mcp_for(session, pooled=shared is not None)
         try:
-            result = await self._execute(run)
+            run = self._prepare(
+                question,
+                context,
+                context_note=context_note,
+                output=output,
+                run_id=run_id,
+                session=session,
+                shared=shared,
+                trace_to=trace_to,
+                mcp=mcp,
+            )
+            run.root.setup_code = setup_code
+            try:
+                result = await self._execute(run)
+            finally:
+                await run.close()
         finally:
-            await run.close()
+            if mcp is not None and session is None and shared is None:
+                await mcp.aclose()  # a run's own servers; a session's and a batch's outlive it
         return run.result(result)
+
+    async def _mcp_for(self, session: SessionRun | None, *, pooled: bool) -> Any:
+        """The run's MCP servers (None: none configured): started for this run; a session's first
+        question starts the session's; a batch's runs share this RLM's, started by the first item."""
+        if self.mcp_servers is None:
+            return None
+        from rlmx.mcp.run import open_mcp, pooled_mcp
+
+        if session is not None:
+            if session.mcp is None:
+                session.mcp = await open_mcp(self.mcp_servers, self._tools)
+            return session.mcp
+        if pooled:
+            return await pooled_mcp(self, self.mcp_servers, self._tools)
+        return await open_mcp(self.mcp_servers, self._tools)
 
     def _prepare(
         self,
@@ -241,6 +266,7 @@ class RLM(RunSpec):
         session: SessionRun | None,
         shared: SharedBudget | None,
         trace_to: str | Path | None,
+        mcp: Any = None,
     ) -> PreparedRun:
         """Everything a run needs, built from one snapshot of the spec, every refusal made before any
         model call; ends with the `run_start` record."""
@@ -277,7 +303,7 @@ class RLM(RunSpec):
             pricer=pricer,
             excerpt_chars=spec.excerpt_chars,
             profile=self._profile,
-            tools=self._tools,
+            tools=mcp.run_tools(self._tools) if mcp is not None else self._tools,
             shared=shared,
         )
         meta = ctx.describe(note=context_note)  # for files: from the scan; the worker then measures exactly
@@ -322,7 +348,7 @@ class RLM(RunSpec):
                 trace_path=str(trace_path) if trace_path else None,
                 question=excerpt(question, spec.excerpt_chars) if question is not None else None,
                 unpriced_models=unpriced,
-                warnings=budget_warnings(unpriced, spec.limits),
+                warnings=budget_warnings(unpriced, spec.limits) + (mcp.warnings if mcp is not None else []),
                 model=self._models.root.name,
                 sub_model=self._models.sub.name,
                 limits=vars(spec.limits),

@@ -248,7 +248,11 @@ class AsyncSession:
             try:
                 await self.state.repl.shutdown()
             finally:
-                await self.state.sandboxes.aclose()
+                try:
+                    await self.state.sandboxes.aclose()
+                finally:
+                    if self.state.mcp is not None:
+                        await self.state.mcp.aclose()
 
     async def __aenter__(self) -> AsyncSession:
         return self

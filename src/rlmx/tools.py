@@ -218,6 +218,8 @@ class RunTools:
     sub: ToolSet = field(default_factory=ToolSet)
     timeout_s: float = TOOL_TIMEOUT_S
     max_bytes: int = TOOL_MAX_BYTES
+    mcp: ToolSet = field(default_factory=ToolSet)  # the run's MCP servers' functions, in every REPL
+    mcp_prompt: str = ""  # their section of the system prompt (rlmx.mcp.tools)
 
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:
@@ -233,13 +235,15 @@ class RunTools:
         return cls(root, sub, timeout_s=timeout_s, max_bytes=max_bytes)
 
     def at(self, depth: int) -> ToolSet:
-        return self.root if depth == 0 else self.sub
+        own = self.root if depth == 0 else self.sub
+        return own.merged(self.mcp) if self.mcp else own
 
     def repl_options(self, depth: int) -> dict[str, Any]:
         return self.at(depth).repl_options(self.max_bytes)
 
     def prompt(self, depth: int) -> str:
-        return self.at(depth).prompt(self.max_bytes)
+        own = (self.root if depth == 0 else self.sub).prompt(self.max_bytes)
+        return "\n\n".join(part for part in (own, self.mcp_prompt) if part)
 
 
 def load_tools(spec: str) -> ToolSet:

@@ -34,6 +34,7 @@ class SessionRun:
     root: Node | None = None  # the question's root RLM, set by the run (its messages become history_N)
     question: int = 0  # this question's number, from 1
     turn_note: str = ""  # lines each turn's message ends with (the strict official dialect's notes)
+    mcp: Any = None  # the session's MCP servers (rlmx.mcp.run.McpRun), started by its first question
 
     @property
     def started(self) -> bool:

@@ -60,6 +60,9 @@ class ToolRunner:
         args, kwargs = params.get("args", []), params.get("kwargs", {})
         arguments = json.dumps({"args": args, "kwargs": kwargs}, ensure_ascii=False, default=str)
         record = {"name": name, "arguments": excerpt(arguments, ARGUMENT_EXCERPT_CHARS)}
+        trace_fields = getattr(tool, "trace_fields", None)  # an MCP tool's server and tool (rlmx.mcp)
+        if trace_fields is not None and isinstance(args, list) and isinstance(kwargs, dict):
+            record.update(trace_fields(args, kwargs))
         try:
             self._check_arguments(name, args, kwargs, arguments)
             async with self.one_at_a_time:

@@ -180,6 +180,11 @@ def spec_to_data(spec: Any, secrets: dict[str, str] | None, *, describe: bool) -
     data["sub_tools"] = w.tools(spec.sub_tools, "sub_tools")
     data["output"] = w.output(spec.output)
     data["pricer"] = w.pricer(spec.pricer)
+    if spec.mcp_servers is not None:  # paths, or dicts as given: `${VAR}` are expanded where they run
+        from rlmx.mcp.config import describe as mcp_described
+        from rlmx.mcp.config import portable
+
+        data["mcp_servers"] = mcp_described(spec.mcp_servers) if describe else portable(spec.mcp_servers)
     if spec.on_event and describe:
         sinks = spec.on_event if isinstance(spec.on_event, list) else [spec.on_event]
         data["on_event"] = len(sinks)
@@ -232,7 +237,7 @@ def spec_from_data(data: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
     for name, kind in SETTINGS.items():
         if data.get(name) is not None:
             fields[name] = kind(**data[name])
-    for name in ("trace", "cache", "prefilter", "prompt"):
+    for name in ("trace", "cache", "prefilter", "prompt", "mcp_servers"):
         if name in data:
             fields[name] = data[name]
     for name in ("tools", "sub_tools"):

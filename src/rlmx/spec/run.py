@@ -71,6 +71,9 @@ class RunSpec:
     tool_timeout_s: float = TOOL_TIMEOUT_S
     tool_max_bytes: int = TOOL_MAX_BYTES
     output: Any = None
+    # MCP servers whose tools the REPL gets: an `mcpServers` JSON file's path, a dict of that form, or a
+    # list of them (rlmx.mcp; started for each run, or once for a session)
+    mcp_servers: Any = None
 
     def __post_init__(self) -> None:
         self.check()

@@ -287,6 +287,8 @@ class ToolCall(Event):
     arguments: Excerpt | None = None
     result: Excerpt | None = None
     thread_left_running: bool = False
+    server: str | None = None  # an MCP tool's server and its tool's original name (rlmx.mcp)
+    mcp_tool: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

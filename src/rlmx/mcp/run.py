@@ -1,0 +1,77 @@
+"""The MCP servers of one run or session: started before the run's first model call, their tools added
+to the run's `RunTools`, stopped when the run (or the session) ends. See docs/mcp-servers.md."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlmx.tools import RunTools, ToolSet
+
+log = logging.getLogger("rlmx.mcp")
+
+
+@dataclass
+class McpRun:
+    hub: Any
+    tools: ToolSet = field(default_factory=ToolSet)
+    prompt: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def run_tools(self, base: RunTools) -> RunTools:
+        """`base` with the MCP functions in every REPL of the run (root and children)."""
+        if not self.tools:
+            return base
+        return dataclasses.replace(base, mcp=self.tools, mcp_prompt=self.prompt)
+
+    async def aclose(self) -> None:
+        await self.hub.aclose()
+
+
+async def open_mcp(sources: Any, base: RunTools, say: Callable[[str], None] | None = None) -> McpRun:
+    """Start the servers `sources` configure (a path, a dict, a list of them); every one that does not
+    start is one warning line, and the run goes on without it."""
+    from rlmx.mcp.client import McpHub
+    from rlmx.mcp.config import load_servers
+    from rlmx.mcp.tools import build_toolset
+
+    warnings: list[str] = []
+
+    def note(line: str) -> None:
+        warnings.append(line)
+        (say or (lambda text: log.warning("%s", text)))(line)
+
+    servers = await asyncio.to_thread(load_servers, sources)
+    hub = McpHub(servers, say=note)
+    try:
+        for line in await asyncio.to_thread(hub.start):
+            note(line)
+        taken = set(base.root.tools) | set(base.sub.tools)
+        tools, prompt = build_toolset(hub, taken, note)
+    except BaseException:
+        await hub.aclose()
+        raise
+    return McpRun(hub, tools, prompt, warnings)
+
+
+_pool_lock = threading.Lock()
+
+
+async def pooled_mcp(owner: Any, sources: Any, base: RunTools) -> McpRun:
+    """`owner`'s (an RLM's) servers, shared by the runs of a batch in this process: started by the
+    first, closed by `owner.aclose()` (or when the process exits)."""
+
+    def get() -> McpRun:
+        with _pool_lock:
+            pool = getattr(owner, "_mcp_pool", None)
+            if pool is None:
+                pool = asyncio.run(open_mcp(sources, base))
+                owner._mcp_pool = pool
+            return pool
+
+    return await asyncio.to_thread(get)
