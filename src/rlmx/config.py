@@ -25,6 +25,7 @@ all of them. See docs/providers.md for every key::
     backend = "process-landlock"     # --sandbox's values; worker_uid_first, worker_uid_count: the
                                      # Landlock layer's worker uids (docs/security.md)
     tools = ["mytools:TOOLS"]        # your own tools in the REPL (docs/tools.md); sub_tools for children
+    mcp = ["~/.mcp.json"]            # MCP servers whose tools the REPL gets (docs/mcp-servers.md)
     [profiles.quick]                 # read by `rlmx serve` / `rlmx mcp` only (docs/serve.md)
     model = "openai:gpt-5-nano"
 """
@@ -57,7 +58,7 @@ PROJECT_FILE = "rlmx.toml"
 SUB_SAMPLING_KEYS = {f"sub_{key}": key for key in SAMPLING_KEYS}  # sub_temperature -> temperature
 TOP_KEYS = frozenset(
     {"model", "sub_model", "prompt", "system_prompt_append", "models_by_depth", "limits", "providers"}
-    | {"prices", "cache", "profiles", "tools", "sub_tools", "sandbox"}
+    | {"prices", "cache", "profiles", "tools", "sub_tools", "sandbox", "mcp"}
     | set(SAMPLING_KEYS)
     | set(SUB_SAMPLING_KEYS)
 )
@@ -110,6 +111,7 @@ class Config:
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # [profiles.NAME] for rlmx serve / mcp
     tools: tuple[str, ...] = ()  # "MODULE:ATTR" specs of the user's tools (rlmx.tools.load_tools)
     sub_tools: tuple[str, ...] | None = None  # the children's, when they differ (None: the same)
+    mcp: tuple[str, ...] = ()  # `mcpServers` JSON files, absolute (rlmx.mcp), every file's added
     sources: tuple[str, ...] = ()
 
     def make_limits(self, base: Mapping[str, Any] | None = None, **given: Any) -> Limits:
@@ -217,13 +219,17 @@ def load_config(explicit: str | Path | None = None, *, cwd: Path | None = None) 
         paths.append(path)
     merged: dict[str, Any] = {}
     sources: list[str] = []
+    mcp_files: list[str] = []
     for path in paths:
         if not path.is_file():
             continue
         data = _read(path)
         _check(data, path)
+        mcp_files += mcp_paths(data.pop("mcp", []), path)
         _merge(merged, data)
         sources.append(str(path))
+    if mcp_files:
+        merged["mcp"] = list(dict.fromkeys(mcp_files))
     return _build(merged, tuple(sources))
 
 
@@ -319,9 +325,19 @@ def _build(data: dict[str, Any], sources: tuple[str, ...]) -> Config:
         sandbox=dict(data.get("sandbox", {})),
         profiles={name: dict(table) for name, table in data.get("profiles", {}).items()},
         tools=tool_specs(data.get("tools", []), "tools"),
+        mcp=tuple(data.get("mcp", ())),
         sub_tools=tool_specs(data["sub_tools"], "sub_tools") if "sub_tools" in data else None,
         sources=sources,
     )
+
+
+def mcp_paths(value: Any, path: Path) -> list[str]:
+    """A config file's `mcp` (a path or a list of them, relative to the file), as absolute paths."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f'{path}: mcp must be a list of `mcpServers` JSON files, e.g. ["~/.mcp.json"]')
+    return [str((path.parent / Path(v).expanduser()).resolve()) for v in value]
 
 
 def tool_specs(value: Any, where: str) -> tuple[str, ...]:

@@ -99,16 +99,18 @@ def test_a_stdio_server_gets_a_minimal_environment_and_secrets_stay_on_the_host(
     trace = tmp_path / "run.jsonl"
     code = """
         import os
-        print("worker env has it:", any("tok-very-secret" in v for v in os.environ.values()))
-        docs = [getattr(v, "__doc__", "") or "" for v in list(globals().values())]
-        print("worker globals have it:", "tok-very-secret" in repr(globals()) + repr(docs))
-        seen = [small_show_env("OPENAI_API_KEY"), small_show_env("TOKEN"), small_show_env("PATH") != ""]
+        needle = "tok-very-" + "secret"  # the cell's own text is in the REPL too
+        print("worker env has it:", any(needle in v for v in os.environ.values()))
+        names = {k: v for k, v in globals().items() if k != "needle"}
+        docs = [getattr(v, "__doc__", "") or "" for v in names.values()]
+        print("worker globals have it:", needle in repr(names) + repr(docs))
+        seen = [small_show_env("OPENAI_API_KEY"), len(small_show_env("TOKEN")), small_show_env("PATH") != ""]
         print("server saw", seen)
     """
     servers = {"small": small(env={"TOKEN": "${MY_TOKEN}", "LITERAL": SECRET})}
     _, events, _ = scripted_run([repl(code), "FINAL(ok)"], servers, trace=str(trace))
     out = output_of(events)
-    assert "server saw ['', 'tok-very-secret-4711', True]" in out
+    assert "server saw ['', 20, True]" in out
     assert "worker env has it: False" in out and "worker globals have it: False" in out
     text = trace.read_text()
     # the only place the secret shows is the tool result the model asked for; never the configuration
@@ -128,7 +130,7 @@ def test_a_server_that_fails_to_start_is_one_line_and_the_run_goes_on() -> None:
         {"broken": small("fail"), "absent": {"command": "rlmx-no-such-mcp-server"}, "small": small()},
     )
     assert result.answer == "ok" and time.monotonic() - started < 30
-    warnings = [e for e in events if type(e).__name__ == "RunStart"][0].warnings
+    warnings = next(e for e in events if type(e).__name__ == "RunStart").warnings
     assert any(
         w.startswith("MCP server 'broken'") and "did not start" in w and "cannot open its database" in w
         for w in warnings
@@ -141,7 +143,7 @@ def test_a_server_that_hangs_at_start_is_given_up_after_its_startup_timeout() ->
     started = time.monotonic()
     result, events, _ = scripted_run(["FINAL(ok)"], {"hung": small("hang", startup_timeout_s=1.5)})
     assert result.answer == "ok" and time.monotonic() - started < 15
-    warnings = [e for e in events if type(e).__name__ == "RunStart"][0].warnings
+    warnings = next(e for e in events if type(e).__name__ == "RunStart").warnings
     assert warnings == [
         "MCP server 'hung' (" + sys.executable + ") did not start: it did not answer within 1.5 s "
         "(startup_timeout_s); the run goes on without its tools"

@@ -269,6 +269,15 @@ Tools = Annotated[
         "functions, importable here (on PYTHONPATH); the functions run in this process. Repeatable.",
     ),
 ]
+Mcp = Annotated[
+    list[Path],
+    typer.Option(
+        "--mcp",
+        metavar="FILE",
+        help="MCP servers whose tools the REPL gets: a JSON file in the mcpServers format of Claude Desktop, "
+        "Cursor and .mcp.json (stdio and streamable HTTP; docs/mcp-servers.md). Repeatable.",
+    ),
+]
 Trace = Annotated[
     Path | None,
     typer.Option(

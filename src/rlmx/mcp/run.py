@@ -41,10 +41,18 @@ async def open_mcp(sources: Any, base: RunTools, say: Callable[[str], None] | No
     from rlmx.mcp.tools import build_toolset
 
     warnings: list[str] = []
+    starting = True
 
     def note(line: str) -> None:
-        warnings.append(line)
-        (say or (lambda text: log.warning("%s", text)))(line)
+        """At start: a warning of the run's `run_start` record (which every front end shows); later (a
+        server asking for sampling mid-run): a logged warning."""
+        if say is not None:
+            say(line)
+        elif starting:
+            warnings.append(line)
+            log.info("%s", line)
+        else:
+            log.warning("%s", line)
 
     servers = await asyncio.to_thread(load_servers, sources)
     hub = McpHub(servers, say=note)
@@ -56,6 +64,7 @@ async def open_mcp(sources: Any, base: RunTools, say: Callable[[str], None] | No
     except BaseException:
         await hub.aclose()
         raise
+    starting = False
     return McpRun(hub, tools, prompt, warnings)
 
 

@@ -62,6 +62,7 @@ class RunOptions:
     system_prompt_append: str | None = None
     tools: tuple[str, ...] = ()
     sub_tools: tuple[str, ...] | None = None
+    mcp: tuple[str, ...] = ()  # `mcpServers` JSON files beside the config's `mcp` (rlmx.mcp)
     sandbox: str | None = None  # None: the config's [sandbox] backend, else "process"
     trace: str | bool | None = None
     excerpt_chars: int | None = None
@@ -91,6 +92,8 @@ class RunOptions:
             value = getattr(self, key)
             if isinstance(value, (str, os.PathLike)):
                 changes[key] = str(Path(value).resolve())
+        if self.mcp:
+            changes["mcp"] = tuple(str(Path(p).expanduser().resolve()) for p in self.mcp)
         if self.prompt is not None and not is_built_in(self.prompt) and Path(self.prompt).is_file():
             changes["prompt"] = str(Path(self.prompt).resolve())  # a template file
         if self.system_prompt_append is not None:
@@ -152,6 +155,7 @@ def build_spec(
     if sandbox.backend in SANDBOX_WARNINGS:
         say(SANDBOX_WARNINGS[sandbox.backend])
     tools, sub_tools = configured_tools(cfg, options.tools, options.sub_tools)
+    mcp_servers = configured_mcp(cfg, options.mcp)
     Prefilter.parse(options.prefilter)  # refused here, before the context is read
     output = schema_of(options.output_schema)
     if choice.note:
@@ -187,6 +191,7 @@ def build_spec(
         sub_tools=sub_tools,
         system_prompt_append=read_append(append) if append is not None else cfg.system_prompt_append,
         output=output,
+        mcp_servers=mcp_servers,
     )
     return BuiltSpec(spec, choice.note, choice.embedded)
 
@@ -225,6 +230,20 @@ def configured_tools(
     load_configured(cfg.tools, sub, extra)
     root = (*cfg.tools, *extra)
     return (root or None), (None if sub is None else tuple(sub))
+
+
+def configured_mcp(cfg: Any, extra: tuple[str, ...]) -> list[str] | None:
+    """The config's `mcp` files plus `extra`, each read and checked here (a bad one is refused before
+    any model call; `${VAR}`s are expanded again where the servers start)."""
+    files = list(
+        dict.fromkeys([*getattr(cfg, "mcp", ()), *(str(Path(p).expanduser().resolve()) for p in extra)])
+    )
+    if not files:
+        return None
+    from rlmx.mcp.config import load_servers
+
+    load_servers(files)
+    return files
 
 
 def schema_of(value: Any) -> dict[str, Any] | None:
