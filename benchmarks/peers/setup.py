@@ -2,8 +2,10 @@
 
     .venv/bin/python benchmarks/peers/setup.py        # creates benchmarks/.venvs/{official,dspy}
 
-official: `rlms==0.1.3` (the official RLM); dspy: `dspy[deno]==3.4.1`. Idempotent: an environment whose
-package already imports is left alone.
+official: `rlms==0.1.3` (the official RLM); dspy: `dspy[deno]==3.4.1`; mcp-time: `mcp-server-time`
+(a real MCP server from PyPI, for tests/mcp_client); mcp-everything: the npm package
+`@modelcontextprotocol/server-everything` (stdio and streamable HTTP) in benchmarks/.venvs/mcp-everything.
+Idempotent: an environment whose package already imports (or runs) is left alone.
 """
 
 from __future__ import annotations
@@ -16,7 +18,26 @@ VENVS = Path(__file__).resolve().parent.parent / ".venvs"
 PEERS = {
     "official": (["rlms==0.1.3"], "rlm"),
     "dspy": (["dspy[deno]==3.4.1"], "dspy"),
+    "mcp-time": (["mcp-server-time==2026.10.19"], "mcp_server_time"),
 }
+NPM = {"mcp-everything": "@modelcontextprotocol/server-everything@2026.8.31"}
+
+
+def npm_bin(name: str, program: str) -> Path:
+    return VENVS / name / "node_modules" / ".bin" / program
+
+
+def setup_npm(name: str) -> None:
+    folder = VENVS / name
+    if (folder / "node_modules" / ".bin").is_dir() and any((folder / "node_modules" / ".bin").iterdir()):
+        print(f"{name}: ready ({folder})")
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"{name}: installing {NPM[name]} into {folder} ...", flush=True)
+    subprocess.run(
+        ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(folder), NPM[name]],
+        check=True,
+    )
 
 
 def python_of(name: str) -> Path:
@@ -44,5 +65,5 @@ def setup(name: str) -> None:
 
 
 if __name__ == "__main__":
-    for peer in sys.argv[1:] or list(PEERS):
-        setup(peer)
+    for peer in sys.argv[1:] or [*PEERS, *NPM]:
+        setup_npm(peer) if peer in NPM else setup(peer)

@@ -58,6 +58,7 @@ def eval_command(
     sub_reasoning_effort: opt.SubReasoningEffort = None,
     prompt: opt.Prompt = None,
     system_prompt_append: opt.SystemPromptAppend = None,
+    mcp: opt.Mcp = [],  # noqa: B006
     baselines: Annotated[
         str, typer.Option(help="Baselines beside the RLM: direct,bm25,summary (or 'none').")
     ] = "direct,bm25,summary",
@@ -175,8 +176,13 @@ def eval_command(
         system_prompt_append=read_append(system_prompt_append) if system_prompt_append else "",
         executor=executor,
         address=address,
+        mcp_servers=[str(p.expanduser().resolve()) for p in mcp] or None,
     )
 
+    if config.mcp_servers:
+        from rlmx.mcp.config import load_servers
+
+        load_servers(config.mcp_servers)  # a bad file is refused before any model call
     check_installed(
         config, terms={"methods": "--baselines", "executor": "--executor"}
     )  # before any model call: a missing extra costs nothing

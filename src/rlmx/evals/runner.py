@@ -71,6 +71,7 @@ class EvalConfig:
     # see rlmx.evals.distributed and docs/scaling.md)
     executor: str = "local"
     address: str | None = None
+    mcp_servers: Any = None  # the RLM method's MCP servers (RunSpec.mcp_servers; rlmx.mcp)
     profile: PromptProfile = field(init=False, repr=False)
 
     def price(self) -> Any:
@@ -128,7 +129,13 @@ class EvalConfig:
         if root is None:
             root, sub = self.model_refs()
         return RunSpec(
-            root, sub_model=sub, limits=self.limits, trace=trace, pricer=self.price(), prompt=self.profile
+            root,
+            sub_model=sub,
+            limits=self.limits,
+            trace=trace,
+            pricer=self.price(),
+            prompt=self.profile,
+            mcp_servers=self.mcp_servers,
         )
 
     def identity(self) -> dict[str, Any]:

@@ -39,7 +39,7 @@ def identifier(name: str) -> str:
     text = OTHER.sub("_", name) or "_"
     if text[0].isdigit():
         text = "_" + text
-    if keyword.iskeyword(text) or keyword.issoftkeyword(text):
+    if keyword.iskeyword(text):
         text += "_"
     return text
 
