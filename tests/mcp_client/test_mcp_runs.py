@@ -4,7 +4,6 @@ tests/mcp_client/servers/small.py: values, validation, errors, the trace, secret
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -196,15 +195,20 @@ def test_a_server_with_hundreds_of_tools_lists_some_in_the_prompt_and_all_in_mcp
     prompt = prompts[0]
     listed = [line for line in prompt.splitlines() if line.startswith("- `many_")]
     assert len(listed) == 40
-    assert "- ... and 268 more: `mcp_tools()` lists them all" in prompt
-    assert "308 300" in output_of(events)
+    assert "- ... and 269 more: `mcp_tools()` lists them all" in prompt
+    assert "309 300" in output_of(events)
 
 
-def test_sampling_requests_from_a_server_are_refused_with_a_clear_error() -> None:
-    result, events, _ = scripted_run(
-        [repl("print(small_ask_model(question='hi'))"), "FINAL(ok)"], {"small": small()}
-    )
-    assert "refused: rlmx refuses sampling/createMessage: not enabled for this client" in output_of(events)
-    assert result.answer == "ok"
-    assert len(cells(events)) == 1
-    assert os.environ.get("RLMX_MCP_SAMPLED") is None
+def test_sampling_requests_from_a_server_are_refused_with_a_clear_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="rlmx.mcp"):
+        result, events, _ = scripted_run(
+            [repl("print(small_ask_model(question='hi'))"), "FINAL(ok)"], {"small": small()}
+        )
+    assert "refused: rlmx refuses sampling/createMessage: this client does not offer it" in output_of(events)
+    assert result.answer == "ok" and len(cells(events)) == 1
+    said = [r.getMessage() for r in caplog.records if r.name == "rlmx.mcp"]
+    assert said == [
+        "MCP server 'small' asked rlmx for sampling/createMessage, which rlmx does not offer; refused"
+    ]

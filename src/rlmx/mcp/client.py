@@ -149,10 +149,8 @@ class McpHub:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._open(conn, stack)
-                from mcp.client.session import ClientSession
-
                 session = await stack.enter_async_context(
-                    ClientSession(
+                    refusing_session()(
                         read,
                         write,
                         sampling_callback=self._refuse(conn, "sampling/createMessage"),
@@ -203,12 +201,12 @@ class McpHub:
 
         async def refuse(*_: Any) -> Any:
             line = (
-                f"MCP server {conn.server.name!r} asked rlmx for {method}; refused (rlmx does not answer it)"
+                f"MCP server {conn.server.name!r} asked rlmx for {method}, which rlmx does not offer; refused"
             )
             conn.refusals.append(method)
             self.say(line)
             return types.ErrorData(
-                code=types.INVALID_REQUEST, message=f"rlmx refuses {method}: not enabled for this client"
+                code=types.INVALID_REQUEST, message=f"rlmx refuses {method}: this client does not offer it"
             )
 
         return refuse
@@ -285,6 +283,20 @@ class McpHub:
 
     async def aclose(self) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self.close)
+
+
+def refusing_session() -> Any:
+    """A ClientSession that advertises no sampling, elicitation or roots (so a well-behaved server never
+    asks) while its callbacks still answer, with a refusal naming the method, a server that asks anyway.
+    (The SDK advertises a capability whenever its callback is set; `_build_capabilities` is where.)"""
+    from mcp.client.session import ClientSession
+
+    class RefusingSession(ClientSession):
+        def _build_capabilities(self, version: str) -> Any:
+            capabilities = super()._build_capabilities(version)
+            return capabilities.model_copy(update={"sampling": None, "elicitation": None, "roots": None})
+
+    return RefusingSession
 
 
 async def list_all_tools(session: Any) -> tuple[list[Any], bool]:
