@@ -195,8 +195,8 @@ def test_a_server_with_hundreds_of_tools_lists_some_in_the_prompt_and_all_in_mcp
     prompt = prompts[0]
     listed = [line for line in prompt.splitlines() if line.startswith("- `many_")]
     assert len(listed) == 40
-    assert "- ... and 269 more: `mcp_tools()` lists them all" in prompt
-    assert "309 300" in output_of(events)
+    assert "- ... and 270 more: `mcp_tools()` lists them all" in prompt
+    assert "310 300" in output_of(events)
 
 
 def test_sampling_requests_from_a_server_are_refused_with_a_clear_error(

@@ -46,6 +46,12 @@ def show_env(name: str) -> str:
 
 
 @server.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
+
+
+@server.tool()
 def show_header(name: str, ctx: Context) -> str:
     """The HTTP request's header `name` ('' over stdio or when absent)."""
     return str((ctx.headers or {}).get(name.lower(), ""))
