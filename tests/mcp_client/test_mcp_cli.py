@@ -94,3 +94,24 @@ def test_a_server_that_does_not_start_is_one_warning_line_and_the_answer_still_c
     assert len(lines) == 1 and "did not start" in lines[0] and "cannot open its database" in lines[0], (
         proc.stderr
     )
+
+
+def test_doctor_starts_each_server_and_counts_its_tools(tmp_path: Path) -> None:
+    servers = tmp_path / "servers.json"
+    servers.write_text(
+        json.dumps({"mcpServers": {"small": small(), "gone": {"command": "rlmx-no-such-mcp-server"}}})
+    )
+    command = [sys.executable, "-m", "rlmx.cli", "doctor", "--mcp", str(servers), "--json"]
+    proc = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+        timeout=120,
+        cwd=tmp_path,
+    )
+    report = {r["server"]: r for r in json.loads(proc.stdout)["mcp"]}
+    assert (
+        report["small"]["ok"] and report["small"]["tools"] == 10 and report["small"]["transport"] == "stdio"
+    )
+    assert not report["gone"]["ok"] and "rlmx-no-such-mcp-server" in report["gone"]["error"]

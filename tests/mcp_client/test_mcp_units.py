@@ -183,10 +183,12 @@ def test_collisions_and_taken_names_get_no_function_and_say_so_by_name() -> None
     assert "fs_secret" not in prompt and "## MCP tools" in prompt
 
 
-def test_a_spec_records_server_names_only_and_ships_paths_or_unexpanded_dicts(tmp_path: Path) -> None:
+def test_a_spec_records_server_names_only_and_ships_unexpanded_configurations(tmp_path: Path) -> None:
     config = {"mcpServers": {"gh": {"command": "gh-mcp", "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}}}}
-    spec = RunSpec("openai:gpt-5-mini", mcp_servers=[config, "rel.json"])
-    assert spec.record()["mcp_servers"] == [{"servers": ["gh"]}, "rel.json"]
-    data = spec.to_data()
-    assert data["mcp_servers"][0] == config and data["mcp_servers"][1] == str(Path("rel.json").resolve())
+    path = tmp_path / "more.json"
+    path.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time"}}}))
+    spec = RunSpec("openai:gpt-5-mini", mcp_servers=[config, str(path)])
+    assert spec.record()["mcp_servers"] == [{"servers": ["gh"]}, str(path)]
+    data = spec.to_data()  # the file's servers travel with the data: a Ray node need not have the file
+    assert data["mcp_servers"] == [config, {"mcpServers": {"time": {"command": "mcp-server-time"}}}]
     assert RunSpec.from_data(json.loads(json.dumps(data))).mcp_servers == data["mcp_servers"]

@@ -191,6 +191,9 @@ class RayExecutor:
                 where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
                 raise ConfigError(f"cannot start or reach {where}: {first_line(exc)}") from exc
             self.started_ray = True
+        from rlmx.mcp.nodes import check_ray_nodes  # a stdio MCP server's command must be on every node
+
+        check_ray_nodes([data.get("mcp_servers") for data in specs.values()])
         self.batch_id = uuid.uuid4().hex[:12]
         self.actor = (
             ray.remote(FleetActor)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rlmx.commands.options import ConfigFile, Json
+from rlmx.commands.options import ConfigFile, Json, Mcp
 
 if TYPE_CHECKING:
     from rlmx.commands.doctor_probes import Live
@@ -36,13 +36,20 @@ def register(app: typer.Typer) -> None:
     app.command()(doctor)
 
 
-def doctor(as_json: Json = False, sandbox: DoctorSandbox = None, config_file: ConfigFile = None) -> None:
+def doctor(
+    as_json: Json = False,
+    sandbox: DoctorSandbox = None,
+    config_file: ConfigFile = None,
+    mcp: Mcp = [],  # noqa: B006
+) -> None:
     """Say what this host offers for isolating model code, and whether a run would work here.
 
     Starts a real worker of the sandbox a run would use, runs one cell in it that tries to reach the
     network, your home directory, other processes and /etc/shadow, and shows the model a run would
-    use (never a key). Exit 0: model code runs isolated; 1: it does not (the reason is the last
-    line); 2: bad options; 130: interrupted."""
+    use (never a key); with --mcp (or the config's mcp), starts each MCP server as a run would and
+    counts its tools (a server that does not start is reported; the exit code is about isolation).
+    Exit 0: model code runs isolated; 1: it does not (the reason is the last line); 2: bad options;
+    130: interrupted."""
     from rlmx.config import load_config
 
     cfg = load_config(config_file)
@@ -50,6 +57,12 @@ def doctor(as_json: Json = False, sandbox: DoctorSandbox = None, config_file: Co
     host, live, failure = asyncio.run(_gather(settings))
     model = model_report(cfg)
     reason = verdict(host, settings.backend, live, failure)
+    mcp_files = [*cfg.mcp, *(str(p.expanduser().resolve()) for p in mcp)]
+    mcp_report = []
+    if mcp_files:
+        from rlmx.mcp.nodes import doctor_report
+
+        mcp_report = doctor_report(mcp_files)
     data = {
         "host": host.to_data(),
         "sandbox": settings.backend,
@@ -63,11 +76,14 @@ def doctor(as_json: Json = False, sandbox: DoctorSandbox = None, config_file: Co
         "model": model,
         "isolated": reason is None,
         "reason": reason,
+        "mcp": mcp_report,
     }
     if as_json:
         typer.echo(json.dumps(data, ensure_ascii=False))
     else:
-        typer.echo("\n".join(text_report(host, live, failure, model)))
+        from rlmx.mcp.nodes import doctor_lines
+
+        typer.echo("\n".join([*text_report(host, live, failure, model), *doctor_lines(mcp_report)]))
     if reason is not None:
         sys.stderr.write(f"rlmx doctor: model code cannot run isolated here: {reason}\n")
         raise typer.Exit(1)

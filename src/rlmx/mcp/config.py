@@ -197,9 +197,10 @@ def load_servers(sources: Any, environ: Mapping[str, str] | None = None) -> list
 
 
 def portable(sources: Any) -> Any:
-    """`sources` as another process reads them: paths made absolute; dicts as given (unexpanded)."""
+    """`sources` as another process (another node) reads them: each file's `mcpServers` object, read
+    here, as it is written (its `${VAR}`s are expanded where the servers start); dicts as given."""
     items = list(sources) if isinstance(sources, (list, tuple)) else [sources]
-    out = [str(Path(s).expanduser().resolve()) if isinstance(s, (str, os.PathLike)) else s for s in items]
+    out = [{"mcpServers": read_source(s)[0]} if isinstance(s, (str, os.PathLike)) else s for s in items]
     return out if isinstance(sources, (list, tuple)) else out[0]
 
 

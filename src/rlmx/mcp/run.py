@@ -4,6 +4,7 @@ to the run's `RunTools`, stopped when the run (or the session) ends. See docs/mc
 from __future__ import annotations
 
 import asyncio
+import atexit
 import dataclasses
 import logging
 import threading
@@ -81,6 +82,7 @@ async def pooled_mcp(owner: Any, sources: Any, base: RunTools) -> McpRun:
             if pool is None:
                 pool = asyncio.run(open_mcp(sources, base))
                 owner._mcp_pool = pool
+                atexit.register(pool.hub.close)  # a Ray worker's servers: stopped when it exits
             return pool
 
     return await asyncio.to_thread(get)
