@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlmx.engine.tools import ToolFailed
+from rlmx.errors import ConfigError
 from rlmx.tools import Tool, ToolSet, check_name
 
 PROMPT_TOOLS = 40  # tools listed by name in the system prompt; mcp_tools() lists them all
@@ -274,6 +275,11 @@ def generic_tools(hub: Any, timeout_s: float | None) -> dict[str, McpTool]:
 
 def build_toolset(hub: Any, taken: set[str], say: Callable[[str], None]) -> tuple[ToolSet, str]:
     """The REPL functions of every running server's allowed tools, and the prompt's MCP section."""
+    own = sorted({"mcp_call", "mcp_tools"} & taken)
+    if own:
+        raise ConfigError(f"tool name {own[0]!r} is the MCP client's (with mcp_servers); rename your tool")
+    taken = taken | {"mcp_call", "mcp_tools"}
+    reported: set[str] = set()
     tools: dict[str, Tool] = {}
     hub.functions = {}
     clashes: dict[str, list[str]] = {}
@@ -286,8 +292,11 @@ def build_toolset(hub: Any, taken: set[str], say: Callable[[str], None]) -> tupl
                 clashes.setdefault(fn_name, []).append(f"{name}/{tool.name}")
                 candidates.append((fn_name, server, tool))
     for fn_name, server, tool in candidates:
-        where = f"MCP tool {tool.name!r} of server {server.name!r}"
+        where = f"MCP server {server.name!r}"
         if len(clashes[fn_name]) > 1:
+            if fn_name in reported:
+                continue
+            reported.add(fn_name)
             say(
                 f"{where}: {', '.join(clashes[fn_name])} all become {fn_name!r}; none gets a function (use mcp_call)"
             )
@@ -298,7 +307,7 @@ def build_toolset(hub: Any, taken: set[str], say: Callable[[str], None]) -> tupl
                 raise ValueError(f"{fn_name!r} is already a tool's name")
             tools[fn_name] = make_tool(hub, server, tool, fn_name)
         except Exception as exc:  # a ConfigError of check_name, a ValueError of the parameters
-            say(f"{where} gets no function ({exc}); use mcp_call")
+            say(f"{where}: its tool {tool.name!r} gets no function ({exc}); use mcp_call")
             continue
         hub.functions[(server.name, tool.name)] = fn_name
     generic = generic_tools(hub, None)
