@@ -139,3 +139,12 @@ def test_server_everything_from_npm_over_streamable_http(everything_http: str) -
     result, events, _ = scripted_run([repl(CHECKS), "FINAL(ok)"], servers)
     assert result.answer == "ok"
     check_everything(events)
+
+
+def test_server_everything_with_sampling_opted_in_samples_the_runs_sub_model(everything: Path) -> None:
+    servers = {"everything": {"command": str(everything), "args": ["stdio"], "sampling": True}}
+    code = "print(everything_trigger_sampling_request(prompt='hello', maxTokens=20))"
+    result, events, model = scripted_run([repl(code), "FINAL(ok)"], servers)
+    out = output_of(events)
+    assert "sub-answer" in out and result.answer == "ok", out
+    assert ("llm_query", 1) in model.purposes

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from support import cells, output_of, repl, scripted_run, small, tool_calls
 
+from rlmx import Limits
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SECRET = "tok-very-secret-4711"
@@ -212,3 +214,19 @@ def test_sampling_requests_from_a_server_are_refused_with_a_clear_error(
     assert said == [
         "MCP server 'small' asked rlmx for sampling/createMessage, which rlmx does not offer; refused"
     ]
+
+
+def test_a_server_that_opted_in_gets_sampling_through_the_runs_ledger_and_budget() -> None:
+    code = "print(small_ask_model(question='a'))\nprint(small_ask_model(question='b'))"
+    result, events, model = scripted_run(
+        [repl(code), "FINAL(ok)"], {"small": small(sampling=True)}, limits=Limits(max_llm_calls=3)
+    )
+    out = output_of(events).splitlines()
+    assert out[0].startswith("sampled: ") and "text='sub-answer'" in out[0] and "model='scripted'" in out[0]
+    assert out[1] == (
+        "refused: rlmx could not sample: budget exhausted: max_llm_calls=3 reached (the last call is kept for "
+        "the final answer); no more sub-calls can be made, answer from what you have"
+    )
+    assert model.purposes[:2] == [("root", 0), ("llm_query", 1)]  # the sampling call, a sub-call of the run
+    sampled = [e for e in events if type(e).__name__ == "LMCall" and e.depth == 1]
+    assert len(sampled) == 1 and result.usage["calls"] == len(model.calls)

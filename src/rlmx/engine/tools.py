@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from rlmx.engine.run_state import RunState
 
 ARGUMENT_EXCERPT_CHARS = 500  # of a call's arguments and result, in its trace record
+# (run state, depth, exec id) of the tool call under way in this task: what an MCP server's sampling
+# request is charged to (rlmx.mcp.sampling)
+CALLER: contextvars.ContextVar[tuple[Any, int, str] | None] = contextvars.ContextVar(
+    "rlmx_tool_caller", default=None
+)
 
 
 class ToolFailed(RLMError):
@@ -63,6 +68,7 @@ class ToolRunner:
         trace_fields = getattr(tool, "trace_fields", None)  # an MCP tool's server and tool (rlmx.mcp)
         if trace_fields is not None and isinstance(args, list) and isinstance(kwargs, dict):
             record.update(trace_fields(args, kwargs))
+        CALLER.set((self.state, self.depth, exec_id))
         try:
             self._check_arguments(name, args, kwargs, arguments)
             async with self.one_at_a_time:

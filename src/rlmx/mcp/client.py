@@ -45,6 +45,7 @@ class Connection:
     task: asyncio.Task[None] | None = None
     errlog: Any = None
     refusals: list[str] = field(default_factory=list)
+    samplers: dict[int, Any] = field(default_factory=dict)  # of the calls under way (rlmx.mcp.sampling)
 
     def stderr_tail(self) -> str:
         if self.errlog is None:
@@ -150,10 +151,12 @@ class McpHub:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._open(conn, stack)
                 session = await stack.enter_async_context(
-                    refusing_session()(
+                    refusing_session(conn.server.sampling)(
                         read,
                         write,
-                        sampling_callback=self._refuse(conn, "sampling/createMessage"),
+                        sampling_callback=self._sample(conn)
+                        if conn.server.sampling
+                        else self._refuse(conn, "sampling/createMessage"),
                         elicitation_callback=self._refuse(conn, "elicitation/create"),
                         list_roots_callback=self._refuse(conn, "roots/list"),
                     )
@@ -211,6 +214,27 @@ class McpHub:
 
         return refuse
 
+    def _sample(self, conn: Connection) -> Any:
+        import mcp_types as types
+
+        async def sample(_context: Any, params: Any) -> Any:
+            samplers = list(conn.samplers.values())
+            if len(samplers) != 1:
+                why = (
+                    "no tool call of a run is under way"
+                    if not samplers
+                    else "several runs' calls are under way"
+                )
+                return types.ErrorData(code=types.INVALID_REQUEST, message=f"rlmx cannot sample now: {why}")
+            try:
+                return await samplers[0](params)
+            except Exception as exc:
+                return types.ErrorData(
+                    code=types.INTERNAL_ERROR, message=f"rlmx could not sample: {one_line(exc)}"
+                )
+
+        return sample
+
     # --- calls ---------------------------------------------------------------------------------------
 
     def tools_of(self, name: str) -> list[Any]:
@@ -220,21 +244,25 @@ class McpHub:
     def running(self) -> list[str]:
         return [n for n, c in self.connections.items() if c.dead is None and c.session is not None]
 
-    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
-        """The `CallToolResult` of one call, awaited on the caller's loop; cancelling it cancels the call."""
-        future = self._submit(self._call(server, tool, arguments))
+    async def call(self, server: str, tool: str, arguments: dict[str, Any], sampler: Any = None) -> Any:
+        """The `CallToolResult` of one call, awaited on the caller's loop; cancelling it cancels the call.
+        `sampler`: what answers the server's sampling requests during the call (rlmx.mcp.sampling)."""
+        future = self._submit(self._call(server, tool, arguments, sampler))
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
             future.cancel()
             raise
 
-    async def _call(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
+    async def _call(self, server: str, tool: str, arguments: dict[str, Any], sampler: Any = None) -> Any:
         conn = self.connections.get(server)
         if conn is None:
             raise McpUnavailable(f"there is no MCP server named {server!r}")
         if conn.dead is not None or conn.session is None:
             raise McpUnavailable(f"MCP server {server!r} is not running: {conn.dead or 'it was closed'}")
+        token = id(asyncio.current_task())
+        if sampler is not None:
+            conn.samplers[token] = sampler
         try:
             return await conn.session.call_tool(tool, arguments)
         except Exception as exc:
@@ -248,6 +276,8 @@ class McpHub:
             tail = conn.stderr_tail()
             conn.dead = one_line(exc) + (f"; its stderr: {tail}" if tail else "")
             raise McpUnavailable(f"MCP server {server!r} failed during {tool}: {conn.dead}") from None
+        finally:
+            conn.samplers.pop(token, None)
 
     # --- close ---------------------------------------------------------------------------------------
 
@@ -285,16 +315,18 @@ class McpHub:
         await asyncio.get_running_loop().run_in_executor(None, self.close)
 
 
-def refusing_session() -> Any:
-    """A ClientSession that advertises no sampling, elicitation or roots (so a well-behaved server never
-    asks) while its callbacks still answer, with a refusal naming the method, a server that asks anyway.
-    (The SDK advertises a capability whenever its callback is set; `_build_capabilities` is where.)"""
+def refusing_session(sampling: bool = False) -> Any:
+    """A ClientSession that advertises no elicitation or roots, and no sampling unless `sampling` (so a
+    well-behaved server never asks) while its callbacks still answer, with a refusal naming the method,
+    a server that asks anyway. (The SDK advertises a capability whenever its callback is set;
+    `_build_capabilities` is where.)"""
     from mcp.client.session import ClientSession
 
     class RefusingSession(ClientSession):
         def _build_capabilities(self, version: str) -> Any:
             capabilities = super()._build_capabilities(version)
-            return capabilities.model_copy(update={"sampling": None, "elicitation": None, "roots": None})
+            removed = {"elicitation": None, "roots": None, **({} if sampling else {"sampling": None})}
+            return capabilities.model_copy(update=removed)
 
     return RefusingSession
 

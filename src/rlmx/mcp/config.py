@@ -26,7 +26,7 @@ STARTUP_TIMEOUT_S = 30.0  # to start, initialize and list the tools
 INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "LANG", "LANGUAGE", "TZ")
 STDIO_KEYS = {"command", "args", "env", "cwd"}
 HTTP_KEYS = {"url", "headers"}
-OWN_KEYS = {"type", "allow", "deny", "timeout_s", "startup_timeout_s", "disabled", "description"}
+OWN_KEYS = {"type", "allow", "deny", "timeout_s", "startup_timeout_s", "disabled", "description", "sampling"}
 VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
@@ -68,6 +68,7 @@ class McpServer:
     deny: tuple[str, ...] = ()
     timeout_s: float | None = None
     startup_timeout_s: float = STARTUP_TIMEOUT_S
+    sampling: bool = False  # answer its sampling/createMessage with the run's sub-model (rlmx.mcp.sampling)
 
     @property
     def transport(self) -> str:
@@ -130,6 +131,10 @@ def parse_server(name: str, entry: Any, environ: Mapping[str, str]) -> McpServer
             entry.get("startup_timeout_s", STARTUP_TIMEOUT_S), f"{name!r} `startup_timeout_s`"
         ),
     }
+    if "sampling" in entry:
+        if not isinstance(entry["sampling"], bool):
+            raise ConfigError(f"MCP server {name!r} `sampling` must be true or false")
+        common["sampling"] = entry["sampling"]
     if "timeout_s" in entry:
         common["timeout_s"] = _seconds(entry["timeout_s"], f"{name!r} `timeout_s`")
     if has_command:

@@ -211,9 +211,12 @@ def make_tool(hub: Any, server: Any, tool: Any, fn_name: str) -> McpTool:
 
 async def hub_call(hub: Any, server: str, tool: str, arguments: dict[str, Any]) -> Any:
     from rlmx.mcp.client import McpUnavailable
+    from rlmx.mcp.sampling import sampler_here
 
+    conn = hub.connections.get(server)
+    sampler = sampler_here() if conn is not None and conn.server.sampling else None
     try:
-        return await hub.call(server, tool, arguments)
+        return await hub.call(server, tool, arguments, sampler)
     except McpUnavailable as exc:
         raise ToolFailed(str(exc)) from None
 
