@@ -115,3 +115,58 @@ def test_doctor_starts_each_server_and_counts_its_tools(tmp_path: Path) -> None:
         report["small"]["ok"] and report["small"]["tools"] == 10 and report["small"]["transport"] == "stdio"
     )
     assert not report["gone"]["ok"] and "rlmx-no-such-mcp-server" in report["gone"]["error"]
+
+
+def test_chat_keeps_one_server_for_the_whole_conversation(tmp_path: Path) -> None:
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"small": small()}}))
+    policy = ScriptedModel(root=[repl("FINAL(str(small_pid()))")])
+    with ScriptedServer(policy) as srv:
+        command = [
+            sys.executable,
+            "-m",
+            "rlmx.cli",
+            "chat",
+            "--model",
+            "openai:scripted",
+            "--base-url",
+            srv.url,
+        ]
+        proc = subprocess.run(
+            [*command, "--mcp", str(servers), "--no-trace", "--quiet"],
+            input="first\nsecond\n/exit\n",
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": SRC, "OPENAI_API_KEY": "test"},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    answers = [line for line in proc.stdout.splitlines() if line.strip().isdigit()]
+    assert len(answers) == 2 and answers[0] == answers[1], proc.stdout
+
+
+def test_batch_on_the_command_line_shares_one_server_across_its_items(tmp_path: Path) -> None:
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"small": small()}}))
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": str(i), "question": f"q{i}"}) + "\n" for i in range(3)))
+    out = tmp_path / "results.jsonl"
+    policy = ScriptedModel(root=[repl("FINAL(str(small_pid()))")])
+    with ScriptedServer(policy) as srv:
+        command = [
+            sys.executable,
+            "-m",
+            "rlmx.cli",
+            "batch",
+            str(items),
+            "--out",
+            str(out),
+            "--mcp",
+            str(servers),
+        ]
+        proc = subprocess.run(
+            [*command, "--model", "openai:scripted", "--base-url", srv.url, "--no-trace"],
+            capture_output=True, text=True, timeout=180, cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": SRC, "OPENAI_API_KEY": "test"},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 3 and len({row["answer"] for row in rows}) == 1 and rows[0]["answer"].isdigit(), rows

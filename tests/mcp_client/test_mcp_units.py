@@ -192,3 +192,8 @@ def test_a_spec_records_server_names_only_and_ships_unexpanded_configurations(tm
     data = spec.to_data()  # the file's servers travel with the data: a Ray node need not have the file
     assert data["mcp_servers"] == [config, {"mcpServers": {"time": {"command": "mcp-server-time"}}}]
     assert RunSpec.from_data(json.loads(json.dumps(data))).mcp_servers == data["mcp_servers"]
+
+
+def test_mcp_servers_of_the_wrong_kind_are_refused_when_the_rlm_is_made() -> None:
+    with pytest.raises(ConfigError, match="mcp_servers must be an `mcpServers` JSON file's path, a dict"):
+        RunSpec("openai:gpt-5-mini", mcp_servers=42)

@@ -101,6 +101,12 @@ class RunSpec:
             raise ConfigError("excerpt_chars must be an int >= 0 (0 keeps whole texts)")
         if not isinstance(self.system_prompt_append, str):
             raise ConfigError("system_prompt_append must be a string")
+        servers = self.mcp_servers
+        entries = servers if isinstance(servers, (list, tuple)) else [servers]
+        if servers is not None and not all(isinstance(e, (str, Path, Mapping)) for e in entries):
+            raise ConfigError(
+                "mcp_servers must be an `mcpServers` JSON file's path, a dict, or a list of them"
+            )
 
     # --- copies --------------------------------------------------------------------------------------
 
