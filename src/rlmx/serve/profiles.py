@@ -364,8 +364,12 @@ def choose_profiles(
     """The profiles `rlmx serve` / `rlmx mcp` offer (the order is in the module docstring), each with
     its spec built, and the one-time note when rlmx picked the model itself. `options`: what the
     command line states (a profile of its own when the profiles do not come from a file or the config;
-    its `tools` are added to every profile's); `name`: that profile's name (default: the model's)."""
+    its `tools` and `mcp` files are added to every profile's); `name`: that profile's name (default:
+    the model's)."""
     options = options or RunOptions()
+    if options.mcp:  # MCP servers given with the command hold for every profile, as the config's do
+        extra = (str(Path(p).expanduser().resolve()) for p in options.mcp)
+        config = dataclasses.replace(config, mcp=tuple(dict.fromkeys([*config.mcp, *extra])))
     if profiles_file is not None or (options.model is None and config.profiles):
         stray = stray_fields(options, name)
         where = (
