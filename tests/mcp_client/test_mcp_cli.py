@@ -112,7 +112,7 @@ def test_doctor_starts_each_server_and_counts_its_tools(tmp_path: Path) -> None:
     )
     report = {r["server"]: r for r in json.loads(proc.stdout)["mcp"]}
     assert (
-        report["small"]["ok"] and report["small"]["tools"] == 10 and report["small"]["transport"] == "stdio"
+        report["small"]["ok"] and report["small"]["tools"] == 11 and report["small"]["transport"] == "stdio"
     )
     assert not report["gone"]["ok"] and "rlmx-no-such-mcp-server" in report["gone"]["error"]
 

@@ -39,7 +39,13 @@ def test_a_tool_is_a_repl_function_whose_result_is_a_python_value() -> None:
 
 def test_arguments_are_checked_against_the_input_schema_before_sending_and_errors_are_tool_errors() -> None:
     code = """
-        for call in (lambda: small_add(a="x"), lambda: small_fails(why="boom"), lambda: mcp_call("small", "nope")):
+        calls = (
+            lambda: small_add(a="x"),
+            lambda: small_fails(why="boom"),
+            lambda: mcp_call("small", "nope"),
+            small_protocol_error,
+        )
+        for call in calls:
             try:
                 call()
             except ToolError as exc:
@@ -57,6 +63,10 @@ def test_arguments_are_checked_against_the_input_schema_before_sending_and_error
     )
     assert "ToolError: MCP tool 'fails' of server 'small' failed: Error executing tool fails" in out
     assert "ToolError: MCP server 'small' has no tool 'nope'" in out
+    assert (
+        "ToolError: MCP server 'small' answered protocol_error with an error: the server refuses: quota exceeded"
+        in out
+    )
     assert "TypeError: small_add(): too many positional arguments" in out
     sent = [t for t in tool_calls(events) if t.name == "small_add"]
     assert len(sent) == 1 and not sent[0].ok  # refused on the host, before any request to the server
@@ -197,8 +207,8 @@ def test_a_server_with_hundreds_of_tools_lists_some_in_the_prompt_and_all_in_mcp
     prompt = prompts[0]
     listed = [line for line in prompt.splitlines() if line.startswith("- `many_")]
     assert len(listed) == 40
-    assert "- ... and 270 more: `mcp_tools()` lists them all" in prompt
-    assert "310 300" in output_of(events)
+    assert "- ... and 271 more: `mcp_tools()` lists them all" in prompt
+    assert "311 300" in output_of(events)
 
 
 def test_sampling_requests_from_a_server_are_refused_with_a_clear_error(

@@ -64,6 +64,14 @@ def fails(why: str) -> str:
 
 
 @server.tool()
+def protocol_error() -> str:
+    """Answers with a JSON-RPC error instead of a result."""
+    from mcp.shared.exceptions import MCPError
+
+    raise MCPError(-32602, "the server refuses: quota exceeded")
+
+
+@server.tool()
 def crash_now() -> str:
     """Kills the server process."""
     os._exit(9)
