@@ -197,3 +197,20 @@ def test_a_spec_records_server_names_only_and_ships_unexpanded_configurations(tm
 def test_mcp_servers_of_the_wrong_kind_are_refused_when_the_rlm_is_made() -> None:
     with pytest.raises(ConfigError, match="mcp_servers must be an `mcpServers` JSON file's path, a dict"):
         RunSpec("openai:gpt-5-mini", mcp_servers=42)
+
+
+def test_without_the_mcp_extra_a_run_with_servers_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    from rlmx.mcp.config import require_sdk
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a)
+    )
+    with pytest.raises(
+        ConfigError, match=r"`mcp_servers` needs mcp, which is not installed: pip install 'rlmx\[mcp\]'"
+    ):
+        require_sdk()

@@ -183,6 +183,17 @@ def read_source(source: Any) -> tuple[dict[str, Any], str]:
     return dict(servers), where
 
 
+def require_sdk() -> None:
+    """ConfigError, before anything starts, when the `mcp` extra (the SDK, jsonschema) is missing."""
+    import importlib.util
+
+    for module in ("mcp", "jsonschema"):
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(
+                f"`mcp_servers` needs {module}, which is not installed: pip install 'rlmx[mcp]'"
+            )
+
+
 def load_servers(sources: Any, environ: Mapping[str, str] | None = None) -> list[McpServer]:
     """Every server of `sources` (a path, a dict, or a list of them); a name given twice is refused."""
     environ = os.environ if environ is None else environ

@@ -37,8 +37,10 @@ class McpRun:
 async def open_mcp(sources: Any, base: RunTools, say: Callable[[str], None] | None = None) -> McpRun:
     """Start the servers `sources` configure (a path, a dict, a list of them); every one that does not
     start is one warning line, and the run goes on without it."""
+    from rlmx.mcp.config import load_servers, require_sdk
+
+    require_sdk()
     from rlmx.mcp.client import McpHub
-    from rlmx.mcp.config import load_servers
     from rlmx.mcp.tools import build_toolset
 
     warnings: list[str] = []

@@ -240,8 +240,9 @@ def configured_mcp(cfg: Any, extra: tuple[str, ...]) -> list[str] | None:
     )
     if not files:
         return None
-    from rlmx.mcp.config import load_servers
+    from rlmx.mcp.config import load_servers, require_sdk
 
+    require_sdk()
     load_servers(files)
     return files
 
