@@ -11,7 +11,6 @@ reaches them by their original names.
 from __future__ import annotations
 
 import inspect
-import json
 import keyword
 import re
 from collections.abc import Callable
@@ -320,9 +319,12 @@ def build_toolset(hub: Any, taken: set[str], say: Callable[[str], None]) -> tupl
 
 
 def prompt_section(hub: Any, tools: dict[str, Tool]) -> str:
+    """The system prompt's MCP section (prompts/mcp_tools.md): up to PROMPT_TOOLS functions, then how
+    many more `mcp_tools()` lists."""
+    from rlmx.prompts import fill, load
     from rlmx.repl.tools import signature_text
 
-    lines = ["## MCP tools", "", f"The user's MCP servers ({', '.join(hub.running())}) give these functions:"]
+    lines = []
     for fn_name, tool in list(tools.items())[:PROMPT_TOOLS]:
         summ = tool.summary()
         lines.append(f"- `{signature_text(tool.spec(fn_name))}`" + (f": {summ}" if summ else ""))
@@ -331,14 +333,6 @@ def prompt_section(hub: Any, tools: dict[str, Tool]) -> str:
         lines.append(
             f"- ... and {rest} more: `mcp_tools()` lists them all (server, tool, function, parameters)"
         )
-    lines += [
-        "",
-        "`mcp_call(server, tool, **arguments)` calls a tool by its original names; `mcp_tools(server=None)` "
-        "lists the tools. A call runs on the user's machine, one at a time; a failed call raises ToolError "
-        "with the server's message.",
-    ]
-    return "\n".join(lines)
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    if not lines:
+        lines.append("- (none as functions: use `mcp_call`)")
+    return fill(load("mcp_tools.md"), servers=", ".join(hub.running()), functions="\n".join(lines)).strip()
