@@ -247,6 +247,10 @@ class RLM(RunSpec):
             return None
         from rlmx.mcp.run import open_mcp, pooled_mcp
 
+        spec = self.snapshot()
+        if tools_key(spec) != self._tools_from:  # the names the MCP functions must not take
+            self._tools = self._run_tools(spec)
+
         if session is not None:
             if session.mcp is None:
                 session.mcp = await open_mcp(self.mcp_servers, self._tools)

@@ -25,9 +25,9 @@ def repl(code: str) -> str:
 
 
 def scripted_run(
-    turns: list[Any], servers: dict[str, Any], **settings: Any
+    turns: list[Any], servers: dict[str, Any], *, child: list[Any] | None = None, **settings: Any
 ) -> tuple[Any, list[Event], ScriptedModel]:
-    model = ScriptedModel(root=turns, final="FINAL(forced)")
+    model = ScriptedModel(root=turns, child=child, final="FINAL(forced)")
     events: list[Event] = []
     settings.setdefault("trace", False)
     settings.setdefault("sandbox", SandboxSettings(backend="process"))

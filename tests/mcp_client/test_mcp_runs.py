@@ -240,3 +240,15 @@ def test_a_server_that_opted_in_gets_sampling_through_the_runs_ledger_and_budget
     assert model.purposes[:2] == [("root", 0), ("llm_query", 1)]  # the sampling call, a sub-call of the run
     sampled = [e for e in events if type(e).__name__ == "LMCall" and e.depth == 1]
     assert len(sampled) == 1 and result.usage["calls"] == len(model.calls)
+
+
+def test_children_get_the_mcp_functions_too() -> None:
+    result, events, _ = scripted_run(
+        [repl("r = rlm_query('go')"), "FINAL_VAR(r)"],
+        {"small": small()},
+        child=[repl("FINAL(str(small_add(1, b=41)))")],
+        limits=Limits(max_depth=2),
+    )
+    assert result.answer == "42", result.error
+    [call] = tool_calls(events)
+    assert call.depth == 1 and (call.server, call.mcp_tool) == ("small", "add")
