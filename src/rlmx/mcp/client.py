@@ -10,6 +10,7 @@ code never reaches a server: the host makes every call (rlmx.mcp.tools). Server-
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -112,7 +113,13 @@ class McpHub:
         if not self.connections:
             return []
         longest = max(c.server.startup_timeout_s for c in self.connections.values())
-        return list(self._submit(self._start_all()).result(longest + CLOSE_TIMEOUT_S + 5))
+        try:
+            return list(self._submit(self._start_all()).result(longest + CLOSE_TIMEOUT_S + 5))
+        except concurrent.futures.TimeoutError:  # a start that outran its own bound: said, never waited on
+            late = [c for c in self.connections.values() if c.session is None and c.dead is None]
+            for conn in late:
+                conn.dead = "its start did not finish in time"
+            return [f"MCP server {c.server.where()} did not start: {c.dead}" for c in late]
 
     async def _start_all(self) -> list[str]:
         results = await asyncio.gather(*(self._start(c) for c in self.connections.values()))
