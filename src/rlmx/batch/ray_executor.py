@@ -131,6 +131,9 @@ def run_attempt(
 
     runner = _RUNNERS.get(batch_id)
     if runner is None:
+        from rlmx.mcp.run import close_pools
+
+        close_pools()  # the previous batch's MCP servers in this worker process
         _RUNNERS.clear()  # one batch at a time per worker process
         unseal_env(actor, plan)
         node = ray.get_runtime_context().get_node_id()

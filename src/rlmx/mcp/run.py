@@ -72,6 +72,15 @@ async def open_mcp(sources: Any, base: RunTools, say: Callable[[str], None] | No
 
 
 _pool_lock = threading.Lock()
+_POOLS: list[McpRun] = []  # this process's batch servers (pooled_mcp), for close_pools
+
+
+def close_pools() -> None:
+    """Stop every batch's servers in this process (a Ray worker starting another batch's items)."""
+    with _pool_lock:
+        pools, _POOLS[:] = list(_POOLS), []
+    for pool in pools:
+        pool.hub.close()
 
 
 async def pooled_mcp(owner: Any, sources: Any, base: RunTools) -> McpRun:
@@ -84,6 +93,7 @@ async def pooled_mcp(owner: Any, sources: Any, base: RunTools) -> McpRun:
             if pool is None:
                 pool = asyncio.run(open_mcp(sources, base))
                 owner._mcp_pool = pool
+                _POOLS.append(pool)
                 atexit.register(pool.hub.close)  # a Ray worker's servers: stopped when it exits
             return pool
 
