@@ -102,6 +102,7 @@ def eval_command(
     report_only: Annotated[
         bool, typer.Option("--report-only", help="Only rebuild the report from --out.")
     ] = False,
+    otel: opt.Otel = False,
     quiet: opt.Quiet = False,
     verbose: opt.Verbose = 0,  # -v and --log-level set logging up as they are parsed
     log_level: opt.LogLevel = None,
@@ -177,6 +178,9 @@ def eval_command(
         address=address,
     )
 
+    from rlmx.commands.telemetry import start_telemetry
+
+    start_telemetry(otel)
     check_installed(
         config, terms={"methods": "--baselines", "executor": "--executor"}
     )  # before any model call: a missing extra costs nothing
