@@ -254,7 +254,16 @@ def _check(data: dict[str, Any], path: Path) -> None:
     for key in ("prompt", "system_prompt_append"):
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f'{path}: {key} must be a string (prompt: "rlmx", "official" or a file path)')
-    for name in ("models_by_depth", "limits", "providers", "prices", "cache", "profiles", "sandbox", "telemetry"):
+    for name in (
+        "models_by_depth",
+        "limits",
+        "providers",
+        "prices",
+        "cache",
+        "profiles",
+        "sandbox",
+        "telemetry",
+    ):
         if name in data and not isinstance(data[name], dict):
             raise ConfigError(f"{path}: [{name}] must be a table")
     depth_entries(f"{path}: [models_by_depth]", data.get("models_by_depth", {}))

@@ -27,7 +27,9 @@ def disabled(environ: Mapping[str, str] | None = None) -> bool:
 def protocol(environ: Mapping[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     chosen = (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or PROTOCOLS[0]
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or PROTOCOLS[0]
     ).strip()
     if chosen not in PROTOCOLS:
         raise ConfigError(
@@ -87,6 +89,11 @@ def start(environ: Mapping[str, str] | None = None) -> bool:
         _provider = provider
         atexit.register(shutdown)
         return True
+
+
+def started() -> bool:
+    """This process set the SDK up through `start`."""
+    return _provider is not None
 
 
 def flush(timeout_s: float = 10.0) -> None:

@@ -10,7 +10,7 @@ time they report. Prompt, reply, code and tool text only with `capture_content`;
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, ClassVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -147,7 +147,7 @@ class SpanSink:
         for cell in self._cells.values():  # a run that stopped inside a cell
             cell.end(end_time=ns(e.t))
         self._cells.clear()
-        for node_id, node in list(self._nodes.items()):
+        for node in list(self._nodes.values()):
             if node is not span:
                 node.end(end_time=ns(e.t))
         usage = e.usage or {}
@@ -282,7 +282,9 @@ class SpanSink:
         self._text(span, a.TOOL_ARGUMENTS, excerpt_text(e.arguments) if e.arguments else None)
         self._text(span, a.TOOL_RESULT, excerpt_text(e.result) if e.result else None)
         if not e.ok:
-            span.set_status(Status(StatusCode.ERROR, "the tool failed" if not self.capture else (e.error or "")[:300]))
+            span.set_status(
+                Status(StatusCode.ERROR, "the tool failed" if not self.capture else (e.error or "")[:300])
+            )
             span.set_attribute(a.ERROR_TYPE, "tool_error")
         span.end(end_time=ns(e.t))
 
@@ -313,7 +315,7 @@ class SpanSink:
             span.set_attribute("rlmx.sandbox.layer", e.layer)
         span.add_event(f"rlmx.{e.type}", a.clean(attrs), timestamp=ns(e.t))
 
-    _HANDLERS: dict[type[Event], Any] = {
+    _HANDLERS: ClassVar[dict[type[Event], Any]] = {
         RunStart: _run_start,
         RunEnd: _run_end,
         LMCall: _lm_call,
