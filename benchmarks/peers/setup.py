@@ -1,8 +1,9 @@
 """Create the peers' virtual environments (benchmark-only; never project dependencies).
 
-    .venv/bin/python benchmarks/peers/setup.py        # creates benchmarks/.venvs/{official,dspy}
+    .venv/bin/python benchmarks/peers/setup.py        # creates benchmarks/.venvs/{official,dspy,phoenix}
 
-official: `rlms==0.1.3` (the official RLM); dspy: `dspy[deno]==3.4.1`. Idempotent: an environment whose
+official: `rlms==0.1.3` (the official RLM); dspy: `dspy[deno]==3.4.1`; phoenix: `arize-phoenix==20.26.1`
+(an OTLP receiver with a span API, for the telemetry tests). Idempotent: an environment whose
 package already imports is left alone.
 """
 
@@ -16,6 +17,8 @@ VENVS = Path(__file__).resolve().parent.parent / ".venvs"
 PEERS = {
     "official": (["rlms==0.1.3"], "rlm"),
     "dspy": (["dspy[deno]==3.4.1"], "dspy"),
+    # the real OTLP receiver of the telemetry tests (tests/telemetry/test_otlp_phoenix.py)
+    "phoenix": (["arize-phoenix==20.26.1"], "phoenix"),
 }
 
 

@@ -96,6 +96,15 @@ def check_mirrors(spans: list[Span], events: list[Event], parent_id: str | None 
     return run
 
 
+def expected_count(events: list[Event]) -> int:
+    """How many spans the run's records make: the run, each RLM's turns, model calls, cells, children,
+    tool calls."""
+    turns = {(str(e.parent_id), e.iteration) for e in events if isinstance(e, (LMCall, Exec)) and e.iteration}
+    turns = {t for t in turns if any(isinstance(e, (RunStart, ChildStart)) and e.id == t[0] for e in events)}
+    made = sum(isinstance(e, (LMCall, Exec, ChildStart, ToolCall)) for e in events)
+    return 1 + len(turns) + made
+
+
 def token_totals(spans: list[Span]) -> dict[str, int]:
     return {
         key: sum(int(s.attributes.get(f"gen_ai.usage.{key}", 0)) for s in spans)
