@@ -14,7 +14,7 @@ from span_tree import Span, check_mirrors, from_sdk, token_totals
 
 from observability_runs import depth2_policy, run_depth2
 from policies import repl
-from rlmx import RLM, Limits
+from rlmx import RLM, Limits, ModelOptions
 from rlmx.telemetry import SEMCONV_VERSION, active, run_sinks
 from rlmx.testing import ScriptedModel, ScriptedServer
 from rlmx.trace import read_records
@@ -30,7 +30,6 @@ def depth2(tmp_path: Path, exporter: Any, context: str | None = None) -> tuple[A
             result = run_depth2(srv, path)
         else:
             from observability_runs import SCRIPTED, scripted_pricing
-            from rlmx import ModelOptions
 
             rlm = RLM(
                 SCRIPTED,
@@ -86,6 +85,7 @@ def test_gen_ai_attributes_of_the_pinned_conventions(tmp_path: Path, exporter: A
         assert s.attributes["gen_ai.provider.name"] == "openai"
         assert s.attributes["gen_ai.request.model"] == "scripted"
         assert s.attributes["gen_ai.usage.output_tokens"] > 0
+        assert tuple(s.attributes["gen_ai.response.finish_reasons"]) == ("stop",)
         assert s.attributes["rlmx.purpose"] in {"root", "child_root", "llm_query", "fallback"}
     agents = [s for s in spans if s.name.startswith("invoke_agent")]
     assert {s.attributes["gen_ai.operation.name"] for s in agents} == {"invoke_agent"}
@@ -209,3 +209,18 @@ def test_without_the_opentelemetry_package_runs_work(monkeypatch: pytest.MonkeyP
     assert not active() and run_sinks() == []
     model = ScriptedModel(root=["FINAL(ok)"])
     assert RLM(model.lm(), trace=False).run("q", "ctx").answer == "ok"
+
+
+def test_the_finish_reason_the_provider_reports_is_recorded(tmp_path: Path, exporter: Any) -> None:
+    from rlmx.testing import Reply
+
+    def policy(messages: Any, request: Any) -> Any:
+        return Reply("FINAL(cut short)", finish_reason="length")
+
+    path = tmp_path / "run.jsonl"
+    with ScriptedServer(policy) as srv:
+        RLM("openai:scripted", model_options=ModelOptions(base_url=srv.url), trace=path).run("q", "ctx")
+    calls = [r for r in read_records(path) if r["type"] == "lm_call"]
+    assert [r["finish_reason"] for r in calls] == ["length"]
+    (chat,) = [s for s in from_sdk(exporter.get_finished_spans()) if s.name.startswith("chat ")]
+    assert tuple(chat.attributes["gen_ai.response.finish_reasons"]) == ("length",)

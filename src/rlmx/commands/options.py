@@ -283,7 +283,7 @@ Otel = Annotated[
     bool,
     typer.Option(
         "--otel",
-        help="Export OpenTelemetry traces over OTLP ($OTEL_EXPORTER_OTLP_ENDPOINT, ...; rlmx[otel]; "
+        help="Export OpenTelemetry traces over OTLP ($OTEL_EXPORTER_OTLP_ENDPOINT, ...; rlmx\\[otel]; "
         "docs/telemetry.md).",
     ),
 ]

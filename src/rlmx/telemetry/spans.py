@@ -194,7 +194,7 @@ class SpanSink:
             "rlmx.attempts": e.attempts,
             "rlmx.record_id": e.id,
         }
-        finish = getattr(e, "finish_reason", None)
+        finish = e.finish_reason
         if finish:
             attrs[a.FINISH_REASONS] = [finish]
         _, model = a.split_model(e.model)
