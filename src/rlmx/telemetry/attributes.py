@@ -3,6 +3,7 @@ conventions (`SEMCONV_VERSION`), and the helpers that turn trace records into at
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable
@@ -44,6 +45,7 @@ PROVIDER_NAMES = {
 }
 
 
+@functools.cache
 def rlmx_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 

@@ -186,13 +186,14 @@ class SpanSink:
             "rlmx.depth": e.depth,
             "rlmx.iteration": e.iteration,
             "rlmx.batch_id": e.batch_id,
-            "rlmx.cached_tokens": e.cached_tokens,
-            "rlmx.reasoning_tokens": e.reasoning_tokens,
             "rlmx.cost_usd": e.cost_usd,
-            "rlmx.counted": e.counted,
-            "rlmx.cache_hit": e.cache_hit,
-            "rlmx.attempts": e.attempts,
             "rlmx.record_id": e.id,
+            # the usual values left out (a span's attributes are most of its cost)
+            "rlmx.cached_tokens": e.cached_tokens or None,
+            "rlmx.reasoning_tokens": e.reasoning_tokens or None,
+            "rlmx.counted": None if e.counted else False,
+            "rlmx.cache_hit": e.cache_hit or None,
+            "rlmx.attempts": e.attempts if e.attempts != 1 else None,
         }
         finish = e.finish_reason
         if finish:
@@ -222,13 +223,16 @@ class SpanSink:
         if span is None:  # no exec_start came: a span with the duration it reports
             span = self._start("rlmx cell", self._parent_of_call(e), e.t - e.duration_s, {})
             self._text(span, "rlmx.code", e.code_text)
+        flags = {
+            "rlmx.cell.final": e.final,
+            "rlmx.cell.timed_out": e.timed_out,
+            "rlmx.cell.restarted": e.restarted,
+        }
         span.set_attributes(
             {
                 "rlmx.cell.raised": e.error is not None,
-                "rlmx.cell.final": e.final,
-                "rlmx.cell.timed_out": e.timed_out,
-                "rlmx.cell.restarted": e.restarted,
                 "rlmx.cell.rpc_calls": e.rpc_calls,
+                **{k: True for k, v in flags.items() if v},  # set only when true
             }
         )
         self._text(span, "rlmx.cell.output", e.output_text)  # what the code printed: opt-in only
