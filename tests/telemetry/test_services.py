@@ -116,3 +116,29 @@ def test_export_env_takes_only_the_opentelemetry_variables() -> None:
         "HOME": "/root",
     }
     assert export_env(env) == {k: v for k, v in env.items() if k.startswith("OTEL_")}
+
+
+def test_a_batch_that_exports_ships_the_otlp_variables_sealed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the ray executor sends its workers: the OpenTelemetry variables join the model keys in
+    `Plan.env` (sealed before they travel), and the workers are told to export."""
+    from rlmx.batch.ray_executor import seal, unseal
+    from rlmx.telemetry import sdk
+
+    secret = "authorization=Basic c2VjcmV0LWJhY2tlbmQta2V5"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", secret)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
+    monkeypatch.setattr(sdk, "started", lambda: True)
+    items = [{"id": "a", "question": "q", "context": {"text": "c"}}]
+    batch = rlmx.batch.run(
+        items, RLM("openai:scripted", model_options=ModelOptions(base_url="http://127.0.0.1:9/v1"))
+    )
+    assert batch.plan.otel_export is True
+    assert batch.plan.env["OTEL_EXPORTER_OTLP_HEADERS"] == secret
+    sealed, pad = seal(batch.plan.env)
+    assert secret not in sealed and "c2VjcmV0" not in sealed
+    assert unseal(sealed, pad)["OTEL_EXPORTER_OTLP_HEADERS"] == secret
+    monkeypatch.setattr(sdk, "started", lambda: False)
+    quiet = rlmx.batch.run(
+        items, RLM("openai:scripted", model_options=ModelOptions(base_url="http://127.0.0.1:9/v1"))
+    )
+    assert quiet.plan.otel_export is False and "OTEL_EXPORTER_OTLP_HEADERS" not in quiet.plan.env
