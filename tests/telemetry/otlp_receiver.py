@@ -27,6 +27,7 @@ class Received:
     def __init__(self) -> None:
         self.spans: list[Span] = []
         self.resources: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # of each export request
         self.lock = threading.Lock()
 
     def add(self, body: bytes) -> None:
@@ -62,6 +63,7 @@ def otlp_http_receiver() -> Iterator[tuple[str, Received]]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", 0)))
             if self.path == "/v1/traces":
+                received.headers.append({k.lower(): v for k, v in self.headers.items()})
                 received.add(body)
                 self.send_response(200)
             else:
