@@ -224,3 +224,22 @@ def test_the_finish_reason_the_provider_reports_is_recorded(tmp_path: Path, expo
     assert [r["finish_reason"] for r in calls] == ["length"]
     (chat,) = [s for s in from_sdk(exporter.get_finished_spans()) if s.name.startswith("chat ")]
     assert tuple(chat.attributes["gen_ai.response.finish_reasons"]) == ("length",)
+
+
+def test_a_sessions_questions_are_runs_under_the_callers_span(exporter: Any) -> None:
+    from opentelemetry import trace
+
+    model = ScriptedModel(root=["FINAL(ok)"])
+    with (
+        trace.get_tracer("app").start_as_current_span("conversation"),
+        RLM(model.lm(), trace=False).session() as s,
+    ):
+        s.ask("first question", "ctx one")
+        s.ask("second question")
+        sid = s.id
+    spans = from_sdk(exporter.get_finished_spans())
+    app = next(x for x in spans if x.name == "conversation")
+    runs = [x for x in spans if x.name == "invoke_agent rlmx"]
+    assert len(runs) == 2
+    assert {r.parent_id for r in runs} == {app.span_id}
+    assert {r.attributes["gen_ai.conversation.id"] for r in runs} == {sid}
