@@ -257,6 +257,7 @@ class SpanSink:
 
     def _child_end(self, e: ChildEnd) -> None:
         self._end_turn(e.child_id, e.t)
+        self._depths.pop(e.child_id, None)
         span = self._nodes.pop(e.child_id, None)
         if span is None:
             return
