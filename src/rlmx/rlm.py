@@ -437,6 +437,8 @@ class PreparedRun:
         finally:
             if self.writer:
                 self.writer.close()
+            for sink in self.emitter.sinks:  # a run that ended without its run_end: its spans end too
+                getattr(sink, "end_open_spans", lambda: None)()
 
     def result(self, result: NodeResult) -> RunResult:
         return RunResult(

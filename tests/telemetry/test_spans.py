@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -243,3 +244,22 @@ def test_a_sessions_questions_are_runs_under_the_callers_span(exporter: Any) -> 
     assert len(runs) == 2
     assert {r.parent_id for r in runs} == {app.span_id}
     assert {r.attributes["gen_ai.conversation.id"] for r in runs} == {sid}
+
+
+def test_spans_left_open_by_a_run_without_run_end_are_ended(exporter: Any) -> None:
+    from rlmx.telemetry.spans import SpanSink
+    from rlmx.trace.events import ExecStart, LMCall, RunStart
+
+    sink = SpanSink()
+    now = time.time()
+    sink(RunStart(id="e1", run_id="r1", model="openai:m", t=now))
+    sink(LMCall(id="e2", parent_id="e1", model="openai:m", iteration=1, t=now + 0.1, duration_s=0.05))
+    sink(ExecStart(id="e3", parent_id="e1", exec_id="e4", iteration=1, t=now + 0.2))
+    assert {s.name for s in exporter.get_finished_spans()} == {"chat m"}
+    sink.end_open_spans()
+    spans = from_sdk(exporter.get_finished_spans())
+    assert sorted(s.name for s in spans) == ["chat m", "invoke_agent rlmx", "rlmx cell", "rlmx turn"]
+    run = next(s for s in spans if s.name == "invoke_agent rlmx")
+    assert run.status == "ERROR" and run.attributes["rlmx.stop_reason"] == "error"
+    sink.end_open_spans()  # once only
+    assert len(exporter.get_finished_spans()) == 4

@@ -10,6 +10,7 @@ time they report. Prompt, reply, code and tool text only with `capture_content`;
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, ClassVar
 
 from opentelemetry import context as otel_context
@@ -173,6 +174,16 @@ class SpanSink:
         span.end(end_time=ns(e.t))
         self._nodes.clear()
         self.run_span = None
+
+    def end_open_spans(self) -> None:
+        """End what is still open when the run closes without its run_end record (an unexpected
+        failure): the run span with status ERROR, so nothing is left unexported."""
+        with self._lock:
+            if self.run_span is None:
+                return
+            self._run_end(
+                RunEnd(stopped_by="error", error="the run ended without a run_end record", t=time.time())
+            )
 
     def _lm_call(self, e: LMCall) -> None:
         parent = self._parent_of_call(e)
