@@ -91,6 +91,13 @@ def test_the_sdk_set_up_honours_its_variables() -> None:
     from rlmx.telemetry import sdk
 
     assert sdk.start({"OTEL_SDK_DISABLED": "true"}) is False and not sdk.started()
+    assert sdk.start({"OTEL_TRACES_EXPORTER": "none"}) is False and not sdk.started()
+    assert type(sdk.exporter({"OTEL_TRACES_EXPORTER": "console"})).__name__ == "ConsoleSpanExporter"
+    assert type(sdk.exporter({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})).__module__.endswith(
+        "grpc.trace_exporter"
+    )
+    with pytest.raises(ConfigError, match="OTEL_TRACES_EXPORTER=zipkin is not one rlmx exports with"):
+        sdk.exporter({"OTEL_TRACES_EXPORTER": "zipkin"})
     assert sdk.protocol({}) == "http/protobuf"
     assert sdk.protocol({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}) == "grpc"
     assert (

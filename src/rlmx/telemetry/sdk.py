@@ -2,7 +2,8 @@
 library on its own). The standard variables decide: `OTEL_EXPORTER_OTLP_ENDPOINT` /
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `..._HEADERS`, `OTEL_EXPORTER_OTLP_PROTOCOL` /
 `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` (`http/protobuf`, the default, or `grpc`), `OTEL_SERVICE_NAME`
-(default `rlmx`), `OTEL_RESOURCE_ATTRIBUTES`; `OTEL_SDK_DISABLED=true` turns it all off."""
+(default `rlmx`), `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_EXPORTER` (`otlp`, the default; `console`: the
+spans as JSON on stderr; `none`); `OTEL_SDK_DISABLED=true` turns it all off."""
 
 from __future__ import annotations
 
@@ -39,7 +40,19 @@ def protocol(environ: Mapping[str, str] | None = None) -> str:
 
 
 def exporter(environ: Mapping[str, str] | None = None) -> Any:
-    """The OTLP span exporter the variables ask for (it reads its endpoint and headers itself)."""
+    """The span exporter the variables ask for; the OTLP one reads its endpoint and headers itself."""
+    env = os.environ if environ is None else environ
+    kind = (env.get("OTEL_TRACES_EXPORTER") or "otlp").strip().lower()
+    if kind == "console":
+        import sys
+
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter(out=sys.stderr)
+    if kind != "otlp":
+        raise ConfigError(
+            f"OTEL_TRACES_EXPORTER={kind} is not one rlmx exports with; use otlp, console or none"
+        )
     try:
         if protocol(environ) == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -65,7 +78,8 @@ def start(environ: Mapping[str, str] | None = None) -> bool:
     flushed) at exit. False, and nothing set up, under OTEL_SDK_DISABLED=true or when the process
     already has a tracer provider (an application's, `opentelemetry-instrument`'s). Idempotent."""
     global _provider
-    if disabled(environ):
+    env = os.environ if environ is None else environ
+    if disabled(environ) or (env.get("OTEL_TRACES_EXPORTER") or "").strip().lower() == "none":
         return False
     with _lock:
         if _provider is not None:
@@ -81,7 +95,6 @@ def start(environ: Mapping[str, str] | None = None) -> bool:
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
         except ImportError as exc:
             raise missing(exc) from exc
-        env = os.environ if environ is None else environ
         resource = Resource.create({} if env.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: "rlmx"})
         provider = TracerProvider(resource=resource)
         provider.add_span_processor(BatchSpanProcessor(exporter(environ)))
