@@ -1,10 +1,11 @@
 """Create the peers' virtual environments (benchmark-only; never project dependencies).
 
-    .venv/bin/python benchmarks/peers/setup.py        # creates benchmarks/.venvs/{official,dspy}
+    .venv/bin/python benchmarks/peers/setup.py        # creates benchmarks/.venvs/{official,dspy,mcp-time,mcp-everything,phoenix}
 
 official: `rlms==0.1.3` (the official RLM); dspy: `dspy[deno]==3.4.1`; mcp-time: `mcp-server-time`
 (a real MCP server from PyPI, for tests/mcp_client); mcp-everything: the npm package
-`@modelcontextprotocol/server-everything` (stdio and streamable HTTP) in benchmarks/.venvs/mcp-everything.
+`@modelcontextprotocol/server-everything` (stdio and streamable HTTP) in benchmarks/.venvs/mcp-everything;
+phoenix: `arize-phoenix==20.26.1` (an OTLP receiver with a span API, for the telemetry tests).
 Idempotent: an environment whose package already imports (or runs) is left alone.
 """
 
@@ -19,6 +20,8 @@ PEERS = {
     "official": (["rlms==0.1.3"], "rlm"),
     "dspy": (["dspy[deno]==3.4.1"], "dspy"),
     "mcp-time": (["mcp-server-time==2026.10.19"], "mcp_server_time"),
+    # the real OTLP receiver of the telemetry tests (tests/telemetry/test_otlp_phoenix.py)
+    "phoenix": (["arize-phoenix==20.26.1"], "phoenix"),
 }
 NPM = {"mcp-everything": "@modelcontextprotocol/server-everything@2026.8.31"}
 

@@ -58,7 +58,7 @@ PROJECT_FILE = "rlmx.toml"
 SUB_SAMPLING_KEYS = {f"sub_{key}": key for key in SAMPLING_KEYS}  # sub_temperature -> temperature
 TOP_KEYS = frozenset(
     {"model", "sub_model", "prompt", "system_prompt_append", "models_by_depth", "limits", "providers"}
-    | {"prices", "cache", "profiles", "tools", "sub_tools", "sandbox", "mcp"}
+    | {"prices", "cache", "profiles", "tools", "sub_tools", "sandbox", "mcp", "telemetry"}
     | set(SAMPLING_KEYS)
     | set(SUB_SAMPLING_KEYS)
 )
@@ -66,6 +66,7 @@ DEPTH_KEYS = frozenset({"model", *SAMPLING_KEYS})  # of a table entry in [models
 LIMIT_KEYS = frozenset(f.name for f in fields(Limits))
 CACHE_KEYS = frozenset({"enabled", "path"})
 SANDBOX_KEYS = frozenset({"backend", "worker_uid_first", "worker_uid_count"})
+TELEMETRY_KEYS = frozenset({"otel", "capture_content"})  # [telemetry]: the commands' OTLP export
 # typed keys of [providers.NAME]; `extra` keys go to ModelOptions.extra (provider-specific)
 PROVIDER_KEYS: dict[str, type | tuple[type, ...]] = {
     "api_key": str,
@@ -112,6 +113,7 @@ class Config:
     tools: tuple[str, ...] = ()  # "MODULE:ATTR" specs of the user's tools (rlmx.tools.load_tools)
     sub_tools: tuple[str, ...] | None = None  # the children's, when they differ (None: the same)
     mcp: tuple[str, ...] = ()  # `mcpServers` JSON files, absolute (rlmx.mcp), every file's added
+    telemetry: dict[str, bool] = field(default_factory=dict)  # [telemetry]: otel, capture_content
     sources: tuple[str, ...] = ()
 
     def make_limits(self, base: Mapping[str, Any] | None = None, **given: Any) -> Limits:
@@ -258,7 +260,16 @@ def _check(data: dict[str, Any], path: Path) -> None:
     for key in ("prompt", "system_prompt_append"):
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f'{path}: {key} must be a string (prompt: "rlmx", "official" or a file path)')
-    for name in ("models_by_depth", "limits", "providers", "prices", "cache", "profiles", "sandbox"):
+    for name in (
+        "models_by_depth",
+        "limits",
+        "providers",
+        "prices",
+        "cache",
+        "profiles",
+        "sandbox",
+        "telemetry",
+    ):
         if name in data and not isinstance(data[name], dict):
             raise ConfigError(f"{path}: [{name}] must be a table")
     depth_entries(f"{path}: [models_by_depth]", data.get("models_by_depth", {}))
@@ -272,6 +283,10 @@ def _check(data: dict[str, Any], path: Path) -> None:
     _unknown(data.get("limits", {}), LIMIT_KEYS, f"[limits] of {path}")
     _unknown(data.get("cache", {}), CACHE_KEYS, f"[cache] of {path}")
     _unknown(data.get("sandbox", {}), SANDBOX_KEYS, f"[sandbox] of {path}")
+    _unknown(data.get("telemetry", {}), TELEMETRY_KEYS, f"[telemetry] of {path}")
+    for key, value in data.get("telemetry", {}).items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: [telemetry] {key} must be true or false")
     sandbox = data.get("sandbox", {})
     if not isinstance(sandbox.get("backend", ""), str):
         raise ConfigError(f'{path}: [sandbox] backend must be a string like "process-landlock"')
@@ -327,6 +342,7 @@ def _build(data: dict[str, Any], sources: tuple[str, ...]) -> Config:
         tools=tool_specs(data.get("tools", []), "tools"),
         mcp=tuple(data.get("mcp", ())),
         sub_tools=tool_specs(data["sub_tools"], "sub_tools") if "sub_tools" in data else None,
+        telemetry=dict(data.get("telemetry", {})),
         sources=sources,
     )
 

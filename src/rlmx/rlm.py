@@ -37,6 +37,7 @@ from rlmx.paths import search_cache_dir
 from rlmx.pricing import budget_warnings, unpriced_warning
 from rlmx.sandbox.base import SandboxFactory
 from rlmx.spec.run import ModelRef, RunSpec
+from rlmx.telemetry import run_sinks
 from rlmx.tools import RunTools
 from rlmx.trace.events import RunEnd, RunStart, excerpt
 from rlmx.trace.writer import Emitter, TraceWriter
@@ -292,7 +293,7 @@ class RLM(RunSpec):
         if session:
             trace_path = session.trace_file(trace_path, given=spec.trace is not True)
         writer = TraceWriter(trace_path) if trace_path else None
-        emitter = Emitter(([writer] if writer else []) + sinks_of(spec.on_event))
+        emitter = Emitter(([writer] if writer else []) + sinks_of(spec.on_event) + run_sinks())
         ledger = Ledger(spec.limits, parent=session.ledger if session else None)
         # this run's REPLs (the process backends share one zygote); a session's outlive the run
         sandboxes = session.sandboxes if session else self.open_sandboxes()
@@ -466,6 +467,8 @@ class PreparedRun:
         finally:
             if self.writer:
                 self.writer.close()
+            for sink in self.emitter.sinks:  # a run that ended without its run_end: its spans end too
+                getattr(sink, "end_open_spans", lambda: None)()
 
     def result(self, result: NodeResult) -> RunResult:
         return RunResult(

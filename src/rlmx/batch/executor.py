@@ -85,6 +85,8 @@ def batch_worker(plan: Plan, client: FleetClient, node: str | None) -> Worker:
         rated_models=frozenset(plan.rates),
         trace_dir=plan.trace_dir,
         node=node,
+        trace_parent=plan.trace_parent,
+        otel_export=plan.otel_export,
     )
 
 
@@ -104,6 +106,8 @@ class Plan:
     worker: Callable[[Plan, FleetClient, str | None], Worker] = batch_worker
     payload: Any = None  # what another kind of worker needs (rlmx eval's configuration)
     sealed_env: str = ""  # the keys, sealed, when the ray executor cannot put them in the job's runtime_env
+    trace_parent: dict[str, str] = field(default_factory=dict)  # the batch span, as W3C headers
+    otel_export: bool = False  # workers elsewhere set up OTLP export as the driver did (rlmx.telemetry.sdk)
 
 
 class Executor(Protocol):

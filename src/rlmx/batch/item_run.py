@@ -77,6 +77,8 @@ class ItemRunner:
         rated_models: frozenset[str] = frozenset(),
         trace_dir: str | None = None,
         node: str | None = None,
+        trace_parent: Mapping[str, str] | None = None,
+        otel_export: bool = False,
     ) -> None:
         self.specs = specs  # by rlm_key: RunSpec objects, or their data (on a Ray node)
         self.client = client
@@ -84,6 +86,8 @@ class ItemRunner:
         self.rated_models = rated_models
         self.trace_dir = trace_dir
         self.node = node or host_name()
+        self.trace_parent = dict(trace_parent or {})  # the batch span each item's span goes under
+        self.otel_export = otel_export
         self._built: dict[str, Any] = {}
         self._limiters: dict[str, FleetRateLimiter] = {}
 
@@ -112,7 +116,23 @@ class ItemRunner:
             await rlm.aclose()
 
     async def run(self, item: BatchItem, context: Any, attempt: int) -> dict[str, Any]:
-        """The item's result line (its failure included: never raised)."""
+        """The item's result line (its failure included: never raised), under the item's span."""
+        from rlmx import telemetry
+
+        if self.otel_export:  # a worker process of its own (Ray): export as the driver does
+            from rlmx.telemetry import sdk
+
+            sdk.start()
+        attrs = {"rlmx.batch.item_id": item.id, "rlmx.batch.attempt": attempt, "rlmx.node": self.node}
+        with telemetry.span_context("rlmx batch item", attrs, carrier=self.trace_parent) as span:
+            line = await self._run(item, context, attempt)
+            if span is not None:
+                span.set_attribute("rlmx.stop_reason", str(line.get("stopped_by")))
+        if self.otel_export:
+            sdk.flush()
+        return line
+
+    async def _run(self, item: BatchItem, context: Any, attempt: int) -> dict[str, Any]:
         started = time.monotonic()
         run_id = uuid.uuid4().hex[:12]
         trace_to = None

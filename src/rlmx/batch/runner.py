@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlmx import telemetry
 from rlmx.batch.executor import Contexts, Executor, Plan
 from rlmx.batch.fleet import BatchLimits
 from rlmx.batch.item_run import failed_record
@@ -19,6 +20,7 @@ from rlmx.batch.items import BatchItem
 from rlmx.batch.results import ResultsFile, is_failed, is_unstarted
 from rlmx.errors import ConfigError
 from rlmx.outcomes import BATCH_LIMIT_REASONS, EXIT_LIMIT, EXIT_OK, EXIT_RUN_ERROR
+from rlmx.telemetry import sdk
 from rlmx.usage import cost_text
 
 Say = Callable[[str], None]
@@ -110,6 +112,15 @@ class Batch:
         attempts: Counter[str] = Counter()
         executor = self.executor
         begun = False
+        span = telemetry.open_span(
+            "rlmx batch",
+            {
+                "rlmx.batch.items": len(self.items),
+                "rlmx.batch.to_run": len(self.todo),
+                "rlmx.executor": executor.name,
+            },
+        )
+        self.plan.trace_parent = telemetry.carrier_of(span)
         try:
             if self.todo:
                 executor.start(self.plan)
@@ -150,6 +161,7 @@ class Batch:
                 executor.close()
                 self._tally()
                 self._compact()
+                telemetry.close_span(span, {"rlmx.batch.ran": self.summary.ran})
 
     def _write(self, record: dict[str, Any]) -> dict[str, Any]:
         if self.results is not None:
@@ -249,6 +261,9 @@ def run(
     models = validate(checked, plan, settings, say)
     plan.rates = rates_for(models, settings.config, rpm, tpm)
     plan.env = model_env(models, settings.config)
+    if sdk.started():  # the command set OTLP export up: Ray workers do too, its headers sealed with the keys
+        plan.env.update(telemetry.export_env())
+        plan.otel_export = True
     if trace_dir:
         Path(trace_dir).mkdir(parents=True, exist_ok=True)
     if isinstance(executor, str):

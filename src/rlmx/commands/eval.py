@@ -103,6 +103,7 @@ def eval_command(
     report_only: Annotated[
         bool, typer.Option("--report-only", help="Only rebuild the report from --out.")
     ] = False,
+    otel: opt.Otel = False,
     quiet: opt.Quiet = False,
     verbose: opt.Verbose = 0,  # -v and --log-level set logging up as they are parsed
     log_level: opt.LogLevel = None,
@@ -183,6 +184,9 @@ def eval_command(
         from rlmx.mcp.config import load_servers
 
         load_servers(config.mcp_servers)  # a bad file is refused before any model call
+    from rlmx.commands.telemetry import start_telemetry
+
+    start_telemetry(otel)
     check_installed(
         config, terms={"methods": "--baselines", "executor": "--executor"}
     )  # before any model call: a missing extra costs nothing

@@ -288,6 +288,14 @@ NoTrace = Annotated[bool, typer.Option("--no-trace", help="Do not write run trac
 TraceFull = Annotated[
     bool, typer.Option("--trace-full", help="Keep whole message texts in the trace (default: excerpts).")
 ]
+Otel = Annotated[
+    bool,
+    typer.Option(
+        "--otel",
+        help="Export OpenTelemetry traces over OTLP ($OTEL_EXPORTER_OTLP_ENDPOINT, ...; rlmx\\[otel]; "
+        "docs/telemetry.md).",
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 OutputSchema = Annotated[
     Path | None,

@@ -39,6 +39,7 @@ from rlmx.commands.options import (
     ModelConcurrency,
     NoGitignore,
     NoTrace,
+    Otel,
     OutputSchema,
     Prefilter,
     Price,
@@ -136,6 +137,7 @@ RUN_OPTIONS: tuple[Declared, ...] = (
     Declared("trace", Trace, None, "trace", _path),
     Declared("no_trace", NoTrace, False, "trace", lambda v: False if v else None),
     Declared("trace_full", TraceFull, False, "excerpt_chars", lambda v: 0 if v else None),
+    Declared("otel", Otel, False, None),  # read by run_options (rlmx.commands.telemetry)
     Declared("sandbox", Sandbox, None, "sandbox"),
     Declared("tools", Tools, [], "tools", _tuple),
     Declared("mcp", Mcp, [], "mcp", _tuple),
@@ -224,6 +226,7 @@ SERVED_LAYOUT = (
     "tools",
     "mcp",
     "config_file",
+    "otel",
     "verbose",
     "log_level",
 )
@@ -248,6 +251,10 @@ def run_options(values: Mapping[str, Any], base: Any = None) -> Any:
             nested[group][key] = converted
         else:
             top[group] = converted
+    if "otel" in values:
+        from rlmx.commands.telemetry import start_telemetry
+
+        start_telemetry(bool(values["otel"]), values.get("config_file"))
     options = base if base is not None else RunOptions()
     return options.replace(
         **top,

@@ -300,6 +300,7 @@ class RunState:
                 ],
                 reply=excerpt(response.text, self.excerpt_chars) if response else None,
                 error=outcome.error,
+                finish_reason=response.finish_reason if response else None,
             )
         )
 

@@ -14,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rlmx import telemetry
 from rlmx.batch.client import FleetClient
 from rlmx.batch.executor import Plan, Worker
 from rlmx.batch.runner import Batch, make_executor
 from rlmx.evals.records import RESULTS
+from rlmx.telemetry import sdk
 
 
 @dataclass(frozen=True)
@@ -42,12 +44,26 @@ class EvalJob:
 class EvalWorker:
     """A process's runner of eval jobs (its models built once)."""
 
-    def __init__(self, runner: Any, node: str | None) -> None:
+    def __init__(self, runner: Any, node: str | None, plan: Plan | None = None) -> None:
         self.node = node
         self.runner = runner  # an rlmx.evals.runner.Runner
         self.runner.prepare_models()
+        self.trace_parent = dict(plan.trace_parent) if plan else {}  # the batch span, as W3C headers
+        self.otel_export = bool(plan and plan.otel_export)
 
     async def run(self, job: EvalJob, context: Any, attempt: int) -> dict[str, Any]:
+        """The job's line, under a span of its own when telemetry is on (exported here as the driver
+        does, on a Ray node)."""
+        if self.otel_export:
+            sdk.start()
+        attrs = {"rlmx.batch.item_id": job.key, "rlmx.batch.attempt": attempt, "rlmx.node": self.node}
+        with telemetry.span_context("rlmx batch item", attrs, carrier=self.trace_parent):
+            line = await self._run(job, attempt)
+        if self.otel_export:
+            sdk.flush()
+        return line
+
+    async def _run(self, job: EvalJob, attempt: int) -> dict[str, Any]:
         started = time.monotonic()
         try:
             records = await self.runner.run_job(job.family, job.size, job.index, job.methods)
@@ -70,7 +86,7 @@ class EvalWorker:
 
 def eval_worker(plan: Plan, client: FleetClient, node: str | None) -> Worker:
     runner_class, config = plan.payload
-    return EvalWorker(runner_class(config), node)
+    return EvalWorker(runner_class(config), node, plan)
 
 
 def run_on_ray(
@@ -85,6 +101,9 @@ def run_on_ray(
     )
     models = {m for m in (config.model, config.sub_model) if m}
     plan = Plan(specs={}, worker=eval_worker, payload=(runner_class, node_config), env=model_env(models))
+    if sdk.started():  # `--otel`: the nodes export too, the OTLP variables sealed with the keys
+        plan.env.update(telemetry.export_env())
+        plan.otel_export = True
     batch = Batch(
         jobs,  # type: ignore[arg-type]  # the executor needs only .key, .context and .context_key()
         make_executor("ray", config.address),

@@ -222,7 +222,13 @@ class AnthropicLM(BaseLM):
             text = "".join(b.text for b in blocks if getattr(b, "type", "") == "text")
             if not text.strip():
                 raise TransientModelError("empty reply")
-            return LMResponse(text=text, usage=anthropic_usage(reply.usage), model=self.name)
+            stop = getattr(reply, "stop_reason", None)
+            return LMResponse(
+                text=text,
+                usage=anthropic_usage(reply.usage),
+                model=self.name,
+                finish_reason=stop if isinstance(stop, str) else None,
+            )
 
         return await call_with_retries(
             f"{self.name} at {self.base_url or DEFAULT_BASE}",

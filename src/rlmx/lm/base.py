@@ -54,6 +54,7 @@ class LMResponse:
     attempts: int = 1
     attempt_errors: tuple[str, ...] = ()
     cached: bool = False  # answered from a response cache: no call, no cost
+    finish_reason: str | None = None  # why the model stopped, as the provider says (stop, length, end_turn)
 
 
 @runtime_checkable

@@ -266,4 +266,10 @@ class LiteLLMLM(BaseLM):
         text = getattr(message, "content", None)
         if not isinstance(text, str) or not text.strip():
             raise TransientModelError("empty reply")
-        return LMResponse(text=text, usage=litellm_usage(getattr(reply, "usage", None)), model=self.name)
+        finish = getattr(choices[0], "finish_reason", None)
+        return LMResponse(
+            text=text,
+            usage=litellm_usage(getattr(reply, "usage", None)),
+            model=self.name,
+            finish_reason=finish if isinstance(finish, str) else None,
+        )

@@ -180,7 +180,10 @@ class LlamaCppLM(BaseLM):
             output_tokens=int(raw.get("completion_tokens", 0)),
             cost_usd=0.0,  # runs on this machine: no bill
         )
-        return LMResponse(text=text, usage=usage, model=self.name)
+        finish = choices[0].get("finish_reason")
+        return LMResponse(
+            text=text, usage=usage, model=self.name, finish_reason=finish if isinstance(finish, str) else None
+        )
 
     async def complete(self, messages: list[Message], settings: CallSettings) -> LMResponse:
         async def once(attempt: int) -> LMResponse:

@@ -219,7 +219,13 @@ class OpenAICompatLM(BaseLM):
             with_hint(exc, self._v1_hint)
             raise
         text = reply_text(reply)  # a reply that is not a JSON object stops here
-        return LMResponse(text=text, usage=self.usage_reader(reply.get("usage")), model=self.name)
+        finish = reply["choices"][0].get("finish_reason")
+        return LMResponse(
+            text=text,
+            usage=self.usage_reader(reply.get("usage")),
+            model=self.name,
+            finish_reason=finish if isinstance(finish, str) else None,
+        )
 
 
 CONNECTIONS_PER_CLIENT = 16

@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from rlmx import telemetry
 from rlmx.errors import ConfigError, EmptyContext, RLMError
 from rlmx.serve import openai_shapes as shapes
 from rlmx.serve.chat import BadRequest, RunRequest, parse_chat_request
@@ -229,16 +230,17 @@ class ChatService:
             except ApiError:
                 ticket.close()
                 raise
-        job = RunJob(
-            make_rlm,
-            ticket,
-            start=None if held is None else self.question_of(held, run, context, trace, run_id),
-            question=run.question,
-            context=context,
-            context_note=run.context_note,
-            output=run.output,
-            run_id=run_id,
-        )
+        with telemetry.continued(request.headers):  # the run's task starts in the caller's trace
+            job = RunJob(
+                make_rlm,
+                ticket,
+                start=None if held is None else self.question_of(held, run, context, trace, run_id),
+                question=run.question,
+                context=context,
+                context_note=run.context_note,
+                output=run.output,
+                run_id=run_id,
+            )
         headers = {TRACE_HEADER: run_id}
         if held is not None:
             job.session_id = held.id

@@ -124,6 +124,7 @@ class LMCall(Event):
     messages: list[dict[str, Any]] = field(default_factory=list)  # new ones: {"role", **excerpt}
     reply: Excerpt | None = None
     error: str | None = None
+    finish_reason: str | None = None  # why the model stopped, as the provider says (None: not reported)
 
     @property
     def is_sub_call(self) -> bool:
