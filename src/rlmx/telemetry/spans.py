@@ -290,10 +290,9 @@ class SpanSink:
             "rlmx.tool.thread_left_running": e.thread_left_running,
             "rlmx.record_id": e.id,
         }
-        for extra in ("server", "tool"):  # an MCP call's server and tool, where the record names them
-            value = getattr(e, extra, None)
-            if isinstance(value, str) and value:
-                attrs[f"rlmx.mcp.{extra}"] = value
+        if e.server:  # an MCP call: its server and the tool's own name (the function's is TOOL_NAME)
+            attrs["rlmx.mcp.server"] = e.server
+            attrs["rlmx.mcp.tool"] = e.mcp_tool or e.name
         span = self._start(f"execute_tool {e.name}", parent, e.t - e.duration_s, attrs)
         self._text(span, a.TOOL_ARGUMENTS, excerpt_text(e.arguments) if e.arguments else None)
         self._text(span, a.TOOL_RESULT, excerpt_text(e.result) if e.result else None)
