@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from event_support import cells, output_of, tool_calls
 from policies import repl
 from rlmx import RLM, ConfigError, Limits, SandboxSettings, Tool
 from rlmx.testing import ScriptedModel, ScriptedServer
-from rlmx.trace.events import Event, Exec, ToolCall
+from rlmx.trace.events import Event, ToolCall
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = "`" * 3
@@ -34,19 +35,6 @@ def run(
     settings.setdefault("trace", False)
     result = RLM(model.lm(), on_event=events.append, **settings).run("q", "some context")
     return result, events, model
-
-
-def cells(events: list[Event]) -> list[Exec]:
-    return [e for e in events if isinstance(e, Exec)]
-
-
-def tool_calls(events: list[Event]) -> list[ToolCall]:
-    return [e for e in events if isinstance(e, ToolCall)]
-
-
-def output_of(events: list[Event], index: int = 0) -> str:
-    cell = cells(events)[index]
-    return str((cell.output or {}).get("text", "")) + "\n" + (cell.error or "")
 
 
 # --- a host function, in the isolated sandbox -------------------------------------------------------

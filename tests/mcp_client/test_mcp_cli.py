@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support import repl, small
+from mcp_support import repl, small
 
 from rlmx.testing import ScriptedModel, ScriptedServer
 from rlmx.trace.events import ToolCall

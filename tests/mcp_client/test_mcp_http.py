@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from support import SMALL, output_of, repl, scripted_run, tool_calls
+from mcp_support import SMALL, output_of, repl, scripted_run, tool_calls
 
 
 def free_port() -> int:

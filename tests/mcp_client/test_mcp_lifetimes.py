@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from support import repl, small
+from mcp_support import repl, small
 
 import rlmx.batch
 from process_support import wait_until

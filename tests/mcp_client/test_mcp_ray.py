@@ -15,7 +15,7 @@ ray = pytest.importorskip("ray")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support import repl, small  # noqa: E402
+from mcp_support import repl, small  # noqa: E402
 
 import rlmx.batch  # noqa: E402
 from ray_cluster import RayCluster  # noqa: E402

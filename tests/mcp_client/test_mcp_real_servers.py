@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import output_of, repl, scripted_run, tool_calls
+from mcp_support import output_of, repl, scripted_run, tool_calls
 from test_mcp_http import free_port, wait_for_port
 
 pytestmark = pytest.mark.peers

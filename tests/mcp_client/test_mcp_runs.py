@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import cells, output_of, repl, scripted_run, small, tool_calls
+from mcp_support import cells, output_of, repl, scripted_run, small, tool_calls
 
 from rlmx import Limits
 

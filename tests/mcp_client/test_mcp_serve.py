@@ -11,7 +11,7 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support import repl, small
+from mcp_support import repl, small
 
 from rlmx.testing import ScriptedModel, ScriptedServer
 from serve_helpers import TOKEN, rlmx_serve

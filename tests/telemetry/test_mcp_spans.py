@@ -10,7 +10,7 @@ from typing import Any
 from span_tree import check_mirrors, from_sdk
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "mcp_client"))
-from support import repl, scripted_run, small
+from mcp_support import repl, scripted_run, small
 
 
 def test_an_mcp_call_is_an_execute_tool_span_naming_server_and_tool(exporter: Any) -> None:

@@ -7,9 +7,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from event_support import cells, output_of, tool_calls
 from rlmx import RLM, SandboxSettings
 from rlmx.testing import ScriptedModel
-from rlmx.trace.events import Event, Exec, ToolCall
+from rlmx.trace.events import Event
+
+__all__ = ["SMALL", "cells", "output_of", "repl", "scripted_run", "small", "tool_calls"]
 
 SMALL = str(Path(__file__).resolve().parent / "servers" / "small.py")
 FENCE = "`" * 3
@@ -34,16 +37,3 @@ def scripted_run(
     rlm = RLM(model.lm(), on_event=events.append, mcp_servers={"mcpServers": servers}, **settings)
     result = rlm.run("q", "some context")
     return result, events, model
-
-
-def cells(events: list[Event]) -> list[Exec]:
-    return [e for e in events if isinstance(e, Exec)]
-
-
-def tool_calls(events: list[Event]) -> list[ToolCall]:
-    return [e for e in events if isinstance(e, ToolCall)]
-
-
-def output_of(events: list[Event], index: int = 0) -> str:
-    cell = cells(events)[index]
-    return str((cell.output or {}).get("text", "")) + "\n" + (cell.error or "")
