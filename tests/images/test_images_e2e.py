@@ -1,0 +1,155 @@
+"""Images end to end: a folder of pictures as the context, cells that show them to a vision sub-model,
+behind a real OpenAI-compatible (and Anthropic) HTTP server on 127.0.0.1 (ScriptedServer). The requests
+are checked against the SDKs' own request types (pydantic validation of their TypedDicts)."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import anthropic.types
+import openai.types.chat
+import pytest
+from pydantic import TypeAdapter
+
+from images.support import picture, picture_folder
+from rlmx import RLM
+from rlmx.context import Context
+from rlmx.lm.options import ModelOptions
+from rlmx.lm.registry import resolve_model
+from rlmx.sandbox.base import SandboxSettings
+from rlmx.testing import ScriptedModel, ScriptedServer
+
+MADE = picture("PNG", (10, 12), "black")  # bytes a cell made (a crop, say), sent over the typed wire
+CELL = f"""```repl
+by = {{d["path"]: d for d in context if d.get("image")}}
+print(len(by), sorted(d["image"]["format"] for d in by.values()))
+one = llm_query("read the receipt", images=[by["scans/receipt.png"], "scans/photo.jpg", {MADE!r}], detail="high")
+two = llm_query_batched(["a", "b"], images=[[by["anim.gif"]], [by["icon.webp"], by["scans/receipt.png"]]])
+print(one, two, vision_query("again", [by["scans/receipt.png"]]))
+```"""
+TEXT_ONLY_CELL = '```repl\nprint(llm_query("x", images=[context[0]]))\n```'
+
+OPENAI_USER = TypeAdapter(openai.types.chat.ChatCompletionUserMessageParam)
+ANTHROPIC_MESSAGE = TypeAdapter(anthropic.types.MessageParam)
+
+
+def sandbox() -> SandboxSettings:
+    return SandboxSettings("process-unisolated")  # a real worker process: images cross the wire
+
+
+def vision_calls(srv: ScriptedServer) -> list[Any]:
+    return [r for r in srv.requests if r.headers.get("x-rlmx-purpose") == "llm_query"]
+
+
+def run(tmp_path: Path, provider: str, **options: Any) -> tuple[Any, list[Any], dict[str, bytes], Path]:
+    files = picture_folder(tmp_path / "pics")
+    script = ScriptedModel(root=[CELL, "FINAL(done)"], sub="seen")
+    trace = tmp_path / "run.jsonl"
+    with ScriptedServer(script) as srv:
+        base = srv.base_url if provider == "anthropic" else srv.url
+        root = resolve_model(f"{provider}:scripted", ModelOptions(base_url=base, api_key="k"))
+        sub = resolve_model(f"{provider}:scripted", ModelOptions(base_url=base, api_key="k", vision=True))
+        rlm = RLM(root, sub_model=sub, trace=trace, sandbox=sandbox(), **options)
+        result = rlm.run("which receipts?", Context.from_paths([tmp_path / "pics"]))
+        requests = list(srv.requests)
+    return result, requests, files, trace
+
+
+def no_base64_anywhere(requests: list[Any], files: dict[str, bytes], trace: Path) -> None:
+    encoded = [base64.b64encode(data).decode()[:40] for data in [*files.values(), MADE]]
+    roots = [r for r in requests if r.headers.get("x-rlmx-purpose") == "root"]
+    assert roots, "no root request"
+    text = trace.read_text()
+    for needle in encoded:
+        assert needle not in text  # the trace
+        for r in roots:  # the root prompts, whose messages are the history
+            assert needle not in str(r.body)
+    assert "scans/receipt.png (png, 640x480," in text  # the trace names the images and sizes
+
+
+def test_openai_compatible_requests_carry_each_file_s_exact_bytes(tmp_path: Path) -> None:
+    result, requests, files, trace = run(tmp_path, "openai")
+    assert result.answer == "done", result.error
+    calls = [r for r in requests if r.headers.get("x-rlmx-purpose") == "llm_query"]
+    assert len(calls) == 4
+    sent: list[list[tuple[str, bytes, str | None]]] = []
+    for r in calls:
+        (message,) = r.body["messages"]
+        OPENAI_USER.validate_python(message)  # the SDK's own request type
+        parts = [p for p in message["content"] if p["type"] == "image_url"]
+        decoded = []
+        for p in parts:
+            head, _, body = p["image_url"]["url"].partition(",")
+            decoded.append((head, base64.b64decode(body), p["image_url"].get("detail")))
+        sent.append(decoded)
+    by_first = {s[0][1]: s for s in sent}
+    receipt = files["scans/receipt.png"]
+    first = next(s for s in sent if len(s) == 3)
+    assert first == [
+        ("data:image/png;base64", receipt, "high"),
+        ("data:image/jpeg;base64", files["scans/photo.jpg"], "high"),
+        ("data:image/png;base64", MADE, "high"),
+    ]
+    assert by_first[files["anim.gif"]] == [("data:image/gif;base64", files["anim.gif"], None)]
+    pair = by_first[files["icon.webp"]]
+    assert [h for h, _, _ in pair] == ["data:image/webp;base64", "data:image/png;base64"]
+    no_base64_anywhere(requests, files, trace)
+
+
+def test_anthropic_requests_carry_image_blocks(tmp_path: Path) -> None:
+    result, requests, files, trace = run(tmp_path, "anthropic")
+    assert result.answer == "done", result.error
+    calls = [r for r in requests if r.headers.get("x-rlmx-purpose") == "llm_query"]
+    assert {r.api for r in calls} == {"anthropic"} and len(calls) == 4
+    first = next(r for r in calls if len(r.body["messages"][0]["content"]) == 4)
+    (message,) = first.body["messages"]
+    ANTHROPIC_MESSAGE.validate_python(message)  # the SDK's own request type
+    text, *images = message["content"]
+    assert text == {"type": "text", "text": "read the receipt"}
+    assert [(b["source"]["media_type"], base64.b64decode(b["source"]["data"])) for b in images] == [
+        ("image/png", files["scans/receipt.png"]),
+        ("image/jpeg", files["scans/photo.jpg"]),
+        ("image/png", MADE),
+    ]
+    assert all(b["type"] == "image" and b["source"]["type"] == "base64" for b in images)
+    no_base64_anywhere(requests, files, trace)
+
+
+@pytest.mark.parametrize(
+    ("sub_name", "vision", "said"),
+    [
+        ("gpt-3.5-turbo", None, "it is a text-only model"),
+        ("scripted", False, "it is declared text-only"),
+        ("scripted", None, "declare it with vision=True"),
+    ],
+)
+def test_a_model_that_cannot_see_is_refused_in_the_cell_before_any_request(
+    tmp_path: Path, sub_name: str, vision: bool | None, said: str
+) -> None:
+    picture_folder(tmp_path / "pics")
+    script = ScriptedModel(root=[TEXT_ONLY_CELL, "FINAL(done)"], sub="seen")
+    with ScriptedServer(script, models=("scripted", "gpt-3.5-turbo")) as srv:
+        root = resolve_model("openai:scripted", ModelOptions(base_url=srv.url, api_key="k"))
+        sub = resolve_model(f"openai:{sub_name}", ModelOptions(base_url=srv.url, api_key="k", vision=vision))
+        rlm = RLM(root, sub_model=sub, trace=False, sandbox=sandbox())
+        result = rlm.run("q", Context.from_paths([tmp_path / "pics"]))
+        requests = list(srv.requests)
+    assert result.answer == "done"
+    assert not [r for r in requests if r.headers.get("x-rlmx-purpose") == "llm_query"]
+    second_root = [r for r in requests if r.headers.get("x-rlmx-purpose") == "root"][1]
+    assert said in str(second_root.body) and "images cannot be sent to openai:" in str(second_root.body)
+
+
+def test_a_path_outside_the_context_s_image_files_is_refused(tmp_path: Path) -> None:
+    picture_folder(tmp_path / "pics")
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(picture("PNG", (5, 5)))
+    cell = f'```repl\nprint(llm_query("x", images=[{str(secret)!r}]))\n```'
+    with ScriptedServer(ScriptedModel(root=[cell, "FINAL(done)"])) as srv:
+        lm = resolve_model("openai:scripted", ModelOptions(base_url=srv.url, api_key="k", vision=True))
+        RLM(lm, trace=False, sandbox=sandbox()).run("q", Context.from_paths([tmp_path / "pics"]))
+        requests = list(srv.requests)
+    assert not [r for r in requests if r.headers.get("x-rlmx-purpose") == "llm_query"]
+    assert "is not an image file of this run's context" in str(requests[-1].body)
