@@ -16,8 +16,10 @@ from pydantic import TypeAdapter
 from images.support import picture, picture_folder
 from rlmx import RLM
 from rlmx.context import Context
+from rlmx.limits import Limits
 from rlmx.lm.options import ModelOptions
 from rlmx.lm.registry import resolve_model
+from rlmx.pricing import Price, Pricing
 from rlmx.sandbox.base import SandboxSettings
 from rlmx.testing import ScriptedModel, ScriptedServer
 
@@ -35,23 +37,26 @@ OPENAI_USER = TypeAdapter(openai.types.chat.ChatCompletionUserMessageParam)
 ANTHROPIC_MESSAGE = TypeAdapter(anthropic.types.MessageParam)
 
 
-def sandbox() -> SandboxSettings:
-    return SandboxSettings("process-unisolated")  # a real worker process: images cross the wire
+def sandbox(backend: str = "process-unisolated") -> SandboxSettings:
+    return SandboxSettings(backend)  # by default a real worker process: images cross the wire
 
 
 def vision_calls(srv: ScriptedServer) -> list[Any]:
     return [r for r in srv.requests if r.headers.get("x-rlmx-purpose") == "llm_query"]
 
 
-def run(tmp_path: Path, provider: str, **options: Any) -> tuple[Any, list[Any], dict[str, bytes], Path]:
+def run(
+    tmp_path: Path, provider: str, backend: str = "process-unisolated", **options: Any
+) -> tuple[Any, list[Any], dict[str, bytes], Path]:
     files = picture_folder(tmp_path / "pics")
     script = ScriptedModel(root=[CELL, "FINAL(done)"], sub="seen")
     trace = tmp_path / "run.jsonl"
     with ScriptedServer(script) as srv:
         base = srv.base_url if provider == "anthropic" else srv.url
-        root = resolve_model(f"{provider}:scripted", ModelOptions(base_url=base, api_key="k"))
-        sub = resolve_model(f"{provider}:scripted", ModelOptions(base_url=base, api_key="k", vision=True))
-        rlm = RLM(root, sub_model=sub, trace=trace, sandbox=sandbox(), **options)
+        model = "litellm:openai/scripted" if provider == "litellm" else f"{provider}:scripted"
+        root = resolve_model(model, ModelOptions(base_url=base, api_key="k"))
+        sub = resolve_model(model, ModelOptions(base_url=base, api_key="k", vision=True))
+        rlm = RLM(root, sub_model=sub, trace=trace, sandbox=sandbox(backend), **options)
         result = rlm.run("which receipts?", Context.from_paths([tmp_path / "pics"]))
         requests = list(srv.requests)
     return result, requests, files, trace
@@ -69,8 +74,16 @@ def no_base64_anywhere(requests: list[Any], files: dict[str, bytes], trace: Path
     assert "scans/receipt.png (png, 640x480," in text  # the trace names the images and sizes
 
 
-def test_openai_compatible_requests_carry_each_file_s_exact_bytes(tmp_path: Path) -> None:
-    result, requests, files, trace = run(tmp_path, "openai")
+@pytest.mark.parametrize(
+    ("provider", "backend"),
+    [("openai", "process-unisolated"), ("openai", "local"), ("litellm", "process-unisolated")],
+)
+def test_openai_compatible_requests_carry_each_file_s_exact_bytes(
+    tmp_path: Path, provider: str, backend: str
+) -> None:
+    """OpenAI-compatible endpoints (Gemini's included) and LiteLLM get `image_url` data-URL parts; the
+    bytes a cell made cross a worker's pipe as an attachment, or the call in a local REPL."""
+    result, requests, files, trace = run(tmp_path, provider, backend)
     assert result.answer == "done", result.error
     calls = [r for r in requests if r.headers.get("x-rlmx-purpose") == "llm_query"]
     assert len(calls) == 4
@@ -153,3 +166,62 @@ def test_a_path_outside_the_context_s_image_files_is_refused(tmp_path: Path) -> 
         requests = list(srv.requests)
     assert not [r for r in requests if r.headers.get("x-rlmx-purpose") == "llm_query"]
     assert "is not an image file of this run's context" in str(requests[-1].body)
+
+
+def test_a_child_rlm_takes_image_documents_as_its_context(tmp_path: Path) -> None:
+    files = picture_folder(tmp_path / "pics")
+    root_cell = (
+        '```repl\nprint(rlm_query("look", context=[d for d in context if d["path"].endswith(".png")]))\n```'
+    )
+    child_cell = '```repl\nprint(len(context), llm_query("what is it?", images=context))\n```'
+    script = ScriptedModel(
+        root=[root_cell, "FINAL(done)"], child=[child_cell, "FINAL(child saw it)"], sub="a receipt"
+    )
+    with ScriptedServer(script) as srv:
+        lm = resolve_model("openai:scripted", ModelOptions(base_url=srv.url, api_key="k", vision=True))
+        rlm = RLM(lm, trace=False, sandbox=sandbox(), limits=Limits(max_depth=2))
+        result = rlm.run("q", Context.from_paths([tmp_path / "pics"]))
+        requests = list(srv.requests)
+    assert result.answer == "done", result.error
+    (call,) = vision_calls_of(requests)
+    assert call.headers["x-rlmx-depth"] == "2"
+    (part,) = [p for p in call.body["messages"][0]["content"] if p["type"] == "image_url"]
+    assert base64.b64decode(part["image_url"]["url"].partition(",")[2]) == files["scans/receipt.png"]
+
+
+def vision_calls_of(requests: list[Any]) -> list[Any]:
+    return [r for r in requests if r.headers.get("x-rlmx-purpose") == "llm_query"]
+
+
+def test_the_cost_limit_holds_with_images(tmp_path: Path) -> None:
+    """The worst-case estimate counts an image's tokens (here the upper-bound fallback: 4000 x 3000 / 750
+    = 16,000 tokens, $1.60 at $100 a million), so a $1 budget refuses the call before it is made, while
+    the same prompt without the image ($0.0002) goes through."""
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "big.png").write_bytes(picture("PNG", (4000, 3000)))
+    cell = (
+        "```repl\nprint(llm_query('plain'))\ntry:\n    llm_query('plain', images=[context[0]])\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n```"
+    )
+    with ScriptedServer(
+        ScriptedModel(root=[cell, "FINAL(done)"], sub="ok"), models=("scripted", "sub")
+    ) as srv:
+        root = resolve_model("openai:scripted", ModelOptions(base_url=srv.url, api_key="k"))
+        sub = resolve_model("openai:sub", ModelOptions(base_url=srv.url, api_key="k", vision=True))
+        pricer = Pricing({"openai:scripted": Price(0.0, 0.0), "openai:sub": Price(100.0, 0.0)})
+        rlm = RLM(
+            root,
+            sub_model=sub,
+            trace=False,
+            sandbox=sandbox(),
+            limits=Limits(max_cost_usd=1.0),
+            pricer=pricer,
+        )
+        result = rlm.run("q", Context.from_paths([tmp_path / "pics"]))
+        requests = list(srv.requests)
+    calls = vision_calls_of(requests)
+    assert len(calls) == 1 and isinstance(calls[0].body["messages"][0]["content"], str)
+    assert result.answer == "done" and result.usage["by_model"]["openai:sub"]["calls"] == 1
+    assert result.usage["cost_usd"] < 1.0
+    roots = [r for r in requests if r.headers.get("x-rlmx-purpose") == "root"]
+    assert "BudgetExhaustedError budget exhausted: max_cost_usd=1.0 reached" in str(roots[-1].body)
