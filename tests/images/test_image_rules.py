@@ -158,3 +158,17 @@ def test_wire_refs_detach_bytes_as_attachments_and_back() -> None:
         image_refs.wire_images([3])
     with pytest.raises(ValueError, match="detail must be one of"):
         image_refs.check_detail("ultra")
+
+
+def test_the_price_catalog_is_a_source_where_it_prices_image_input() -> None:
+    from rlmx.pricing import catalog_sees_images
+
+    assert catalog_sees_images("openai:gpt-image-1") is True  # genai-prices lists input_image_mtok
+    assert catalog_sees_images("openai:gpt-3.5-turbo") is None  # silence: no opinion
+    lm = FunctionLM(lambda m, s: "x", name="openai:gpt-image-1")
+    with pytest.raises(ImageRefused, match="does not know whether it sees images"):
+        check_sees(lm)
+    check_sees(lm, catalog=True)
+    lm.vision = False  # type: ignore[attr-defined]  # a declaration wins over the catalog
+    with pytest.raises(ImageRefused, match="declared text-only"):
+        check_sees(lm, catalog=True)

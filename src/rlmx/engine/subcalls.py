@@ -17,6 +17,7 @@ from rlmx.errors import RLMError
 from rlmx.images.parts import message_image_tokens, prepare
 from rlmx.lm.base import BaseLM, Message, estimate_tokens
 from rlmx.outcomes import Purpose
+from rlmx.pricing import catalog_sees_images
 from rlmx.trace.events import BatchEnd, BatchStart, Fallback, ModelSubstituted
 
 if TYPE_CHECKING:
@@ -175,7 +176,8 @@ class SubCalls:
         content: Any = prompt
         log: list[Message] | None = None
         if images is not None:
-            content, shown = prepare(lm, prompt, images, detail, self.state.image_files)
+            catalog = catalog_sees_images(lm.name)
+            content, shown = prepare(lm, prompt, images, detail, self.state.image_files, catalog=catalog)
             log = [{"role": "user", "content": shown}]
         messages: list[Message] = [{"role": "user", "content": content}]
         context_window = self.state.models.window(lm)

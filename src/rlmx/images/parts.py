@@ -91,10 +91,12 @@ def user_content(prompt: str, pictures: list[Picture], detail: str | None) -> li
     return parts
 
 
-def prepare(lm: Any, prompt: str, images: Any, detail: Any, files: dict[str, str]) -> tuple[Any, str]:
+def prepare(
+    lm: Any, prompt: str, images: Any, detail: Any, files: dict[str, str], *, catalog: bool | None = None
+) -> tuple[Any, str]:
     """(the user message's content, its text for the trace) for one sub-call with images; raises
     `ImageRefused` before any request when the model cannot see them or a cap is broken."""
-    check_sees(lm)
+    check_sees(lm, catalog)
     if detail is not None and detail not in ("auto", "low", "high"):
         raise ImageRefused(f"detail must be auto, low or high, not {detail!r}")
     pictures = resolve(images, files)

@@ -1,7 +1,8 @@
 """Which models see images, and what one request may carry (host side).
 
 Capability, in this order: the user's declaration (`ModelOptions.vision`, or a `vision` attribute on an
-LM object), then the known model families below (longest matching prefix of the model's own name). A
+LM object); the price catalog, when it prices image input for the model; then the known model families
+below (longest matching prefix of the model's own name). A
 model known to be text-only, or one that is neither declared nor known, is refused before any request.
 
 Caps are each provider's documented limits (sources in docs/images.md): Anthropic 5 MB and 8,000 px a
@@ -65,10 +66,11 @@ def family_sees(name: str) -> bool | None:
     return None if best is None else FAMILIES[best]
 
 
-def check_sees(lm: Any) -> None:
-    """Raise `ImageRefused` unless `lm` is declared or known to see images."""
+def check_sees(lm: Any, catalog: bool | None = None) -> None:
+    """Raise `ImageRefused` unless `lm` is declared or known to see images (`catalog`: True when the
+    price catalog prices image input for it, `rlmx.pricing.catalog_sees_images`)."""
     said = declared(lm)
-    known = family_sees(lm.name) if said is None else said
+    known = said if said is not None else (catalog or family_sees(lm.name))
     if known is True:
         return
     if known is False:
