@@ -29,6 +29,7 @@ from rlmx import telemetry
 from rlmx.errors import ConfigError, EmptyContext, RLMError
 from rlmx.serve import openai_shapes as shapes
 from rlmx.serve.chat import BadRequest, RunRequest, parse_chat_request
+from rlmx.serve.images import ImageRejected, context_with_images, image_bytes
 from rlmx.serve.jobs import Busy, RunGate, RunJob
 from rlmx.serve.logs import RequestLog, RequestRecord, log, record_of
 from rlmx.serve.roots import PathRefused, usable_context
@@ -156,6 +157,11 @@ class ChatService:
             )
         if run.paths:
             docs.extend(self.settings.roots.load(run.paths, max_bytes=budget))
+        if run.images:
+            hosts = self.settings.image_url_hosts
+            pictures = [(name, image_bytes(part, name, hosts)) for name, part in run.images]
+            run.held = context_with_images(docs, pictures)
+            return run.held
         return usable_context(docs, given=[d["path"] for d in run.documents] + run.paths)
 
     # --- endpoints ------------------------------------------------------------------------------------
@@ -212,6 +218,9 @@ class ChatService:
         except EmptyContext as exc:
             ticket.close()
             raise ApiError(400, str(exc), code="empty_context") from exc
+        except ImageRejected as exc:
+            ticket.close()
+            raise ApiError(400, str(exc), code="invalid_image", param="messages") from exc
         except BaseException:
             ticket.close()
             raise
