@@ -225,3 +225,22 @@ def test_the_cost_limit_holds_with_images(tmp_path: Path) -> None:
     assert result.usage["cost_usd"] < 1.0
     roots = [r for r in requests if r.headers.get("x-rlmx-purpose") == "root"]
     assert "BudgetExhaustedError budget exhausted: max_cost_usd=1.0 reached" in str(roots[-1].body)
+
+
+def test_the_viewer_shows_each_vision_call_with_its_images_names_and_sizes(tmp_path: Path) -> None:
+    from rlmx.trace import load as load_trace
+    from rlmx.view import render_html
+    from rlmx.view.model import report_data
+
+    _, _, files, trace = run(tmp_path, "openai")
+    data = report_data(load_trace(trace))
+    subs = [n for n in data["nodes"] if n["k"] == "sub" and "image" in n["l"]]
+    assert len(subs) == 4
+    first = next(n for n in subs if n["l"].startswith("llm_query [3 images]: read the receipt"))
+    shown = dict(first["x"])["images"].splitlines()
+    size = len(files["scans/receipt.png"])
+    assert shown[0] == f"scans/receipt.png (png, 640x480, {size:,} bytes)" and shown[2].startswith(
+        "<bytes 2> (png, 10x12"
+    )
+    html = render_html(load_trace(trace))
+    assert base64.b64encode(files["scans/receipt.png"]).decode()[:40] not in html
