@@ -111,19 +111,27 @@ def image_bytes(
     return data
 
 
-def context_with_images(docs: list[dict[str, Any]], images: list[tuple[str, bytes]]) -> Any:
-    """The text documents plus the images as files of a folder of the request's own (removed when the
-    context is); without images, the documents as they are."""
-    if not images:
-        return None
+def context_with_images(
+    docs: list[dict[str, Any]], images: list[tuple[str, bytes]], files: Sequence[tuple[str, Path]] = ()
+) -> Any:
+    """The text documents, image `files` already on disk, and the images' bytes as files of a folder of
+    the request's own (removed when the context is)."""
     folder = Path(tempfile.mkdtemp(prefix="rlmx-serve-images-"))
-    manifest = Manifest(inline=[{"path": d["path"], "text": d["text"]} for d in docs])
+    files = list(files)
     for index, (name, data) in enumerate(images):
         info = probe(data[:HEAD_BYTES])
         suffix = {"jpeg": ".jpg"}.get(info.format, f".{info.format}") if info else ".img"
         path = folder / f"image{index}{suffix}"
         path.write_bytes(data)
-        manifest.files.append(FileEntry(str(path), f"{name}{suffix}", len(data), "image"))
-    context = Context(manifest=manifest, given=[n for n, _ in images])
+        files.append((f"{name}{suffix}", path))
+    context = context_with_files(docs, files)
     weakref.finalize(context, shutil.rmtree, str(folder), True)
     return context
+
+
+def context_with_files(docs: list[dict[str, Any]], files: list[tuple[str, Path]]) -> Context:
+    """A context of text documents (read already) and image files (read on demand, by the host)."""
+    manifest = Manifest(inline=[{"path": d["path"], "text": d["text"]} for d in docs])
+    for name, path in files:
+        manifest.files.append(FileEntry(str(path), name, path.stat().st_size, "image"))
+    return Context(manifest=manifest, given=[name for name, _ in files])
