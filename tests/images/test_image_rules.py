@@ -172,3 +172,19 @@ def test_the_price_catalog_is_a_source_where_it_prices_image_input() -> None:
     lm.vision = False  # type: ignore[attr-defined]  # a declaration wins over the catalog
     with pytest.raises(ImageRefused, match="declared text-only"):
         check_sees(lm, catalog=True)
+
+
+def test_an_rpc_frame_carries_images_only_under_their_names() -> None:
+    from rlmx.sandbox import frames, wire
+
+    made = picture("PNG", (3, 3))
+    params, attachments = image_refs.detach({"prompt": "p", "model": None, "images": [made]})
+    data = frames.encode(frames.Rpc(1, "llm_query", params), attachments)
+    message = wire.decode_body(
+        data[wire.HEADER.size : wire.HEADER.size + wire.decode_header(data[: wire.HEADER.size])[0]]
+    )
+    frame, got = frames.decode(message, made, frames.WORKER_TO_HOST)
+    assert isinstance(frame, frames.Rpc) and image_refs.attach(frame.params, got)["images"] == [made]
+    forged = {**message, "attachments": [["context", len(made)]]}
+    with pytest.raises(frames.ProtocolError, match="may not carry attachments"):
+        frames.decode(forged, made, frames.WORKER_TO_HOST)
