@@ -182,6 +182,12 @@ def split_messages(messages: list[Any], threshold: int) -> tuple[str, list[dict[
             elif text.strip():
                 transcript.append(f"[{message['role']}] {text}")
     question = "\n".join(p for p in question_parts if p.strip()).strip()
+    if not question and not message_texts(messages[last_user], last_user):
+        raise BadRequest(
+            "the last user message has no question: it holds no text part; add one with the question "
+            "(its image parts become the context)",
+            param="messages",
+        )
     if not question:
         raise BadRequest(
             f"the last user message has no question: it is one text longer than the context threshold "
