@@ -76,7 +76,12 @@ def no_base64_anywhere(requests: list[Any], files: dict[str, bytes], trace: Path
 
 @pytest.mark.parametrize(
     ("provider", "backend"),
-    [("openai", "process-unisolated"), ("openai", "local"), ("litellm", "process-unisolated")],
+    [
+        ("openai", "process-unisolated"),
+        ("openai", "local"),
+        ("gemini", "process-unisolated"),
+        ("litellm", "process-unisolated"),
+    ],
 )
 def test_openai_compatible_requests_carry_each_file_s_exact_bytes(
     tmp_path: Path, provider: str, backend: str
