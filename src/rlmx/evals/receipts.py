@@ -21,10 +21,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rlmx.evals.items import EvalItem, Score, repl, rng_for
+from rlmx.evals.items import EvalItem, Score, item_id, repl, rng_for
 from rlmx.lm.base import CallSettings, Message
 
 THRESHOLD = 100
+TOKENS_PER_PICTURE = 1_024  # how `rlmx eval`'s sizes read for this family: 8K tokens is 8 pictures
 KINDS = ("MENU", "TICKET", "NOTE", "COUPON")
 READ = "Read this image. If it is a receipt, reply 'RECEIPT <id> TOTAL <amount>'; otherwise reply 'OTHER'."
 
@@ -74,6 +75,14 @@ class Receipts:
             key={"truth": truth},
             source=self.sources["png"],
         )
+
+    def generate_sized(self, size_tokens: int, index: int, seed: int) -> EvalItem:
+        """The item of an eval size: a picture per `TOKENS_PER_PICTURE` tokens (at least 6), named as
+        the runner names items (so a resumed run finds it)."""
+        item = self.generate(size_tokens // TOKENS_PER_PICTURE, index, seed)
+        item.id = item_id(self.name, "png", size_tokens, seed, index)
+        item.size_tokens = size_tokens
+        return item
 
     def score(self, answer: str, item: EvalItem) -> Score:
         ids_match = re.search(r"IDS:\s*([^;]*)", answer)
