@@ -4,14 +4,18 @@ URLs), and remote URLs are taken only from an allow-list of public hosts."""
 from __future__ import annotations
 
 import base64
+import http.server
 import re
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from images.support import picture
-from rlmx.serve.images import ImageRejected, check_remote, image_bytes
+from rlmx.serve.images import MAX_IMAGE_BYTES, ImageRejected, check_remote, image_bytes
 from rlmx.testing import ScriptedModel, ScriptedServer
 
 CELL = """```repl
@@ -99,31 +103,108 @@ def test_the_url_allow_list_checks_host_and_resolved_addresses() -> None:
         image_bytes({"type": "image_url", "image_url": {"url": data_url(b"hello")}}, "p", ())
 
 
-def test_redirects_leave_the_allow_list_only_to_be_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fetch over a local transport: an allowed host redirecting to one off the list is refused, and
-    a body past the cap is cut off."""
+class _Images(http.server.BaseHTTPRequestHandler):
+    """A local image host: /ok.png, /jump (to another listed host), /out (to an unlisted one), /big."""
+
+    png = b""
+    seen: list[tuple[str, str]]
+
+    def do_GET(self) -> None:
+        self.seen.append((self.path, self.headers.get("Host", "")))
+        port = self.server.server_address[1]
+        if self.path == "/jump":
+            self._reply(302, b"", f"http://images.test:{port}/ok.png")
+        elif self.path == "/out":
+            self._reply(302, b"", f"http://internal.test:{port}/secret.png")
+        elif self.path == "/big":
+            self._reply(200, b"\x89PNG" + bytes(MAX_IMAGE_BYTES))
+        else:
+            self._reply(200, self.png)
+
+    def _reply(self, status: int, body: bytes, location: str = "") -> None:
+        self.send_response(status)
+        if location:
+            self.send_header("Location", location)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except OSError:  # the client stopped reading at the cap
+            pass
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def image_hosts() -> Iterator[tuple[int, list[tuple[str, str]], list[tuple[str, str]]]]:
+    """The real image host on 127.0.0.1 and a rebinding target on 127.0.0.2, on the same port."""
+    good_seen: list[tuple[str, str]] = []
+    evil_seen: list[tuple[str, str]] = []
+    good_handler = type("Good", (_Images,), {"png": picture("PNG", (8, 8)), "seen": good_seen})
+    good = http.server.ThreadingHTTPServer(("127.0.0.1", 0), good_handler)
+    port = good.server_address[1]
+    evil_handler = type("Evil", (_Images,), {"png": b"evil", "seen": evil_seen})
+    evil = http.server.ThreadingHTTPServer(("127.0.0.2", port), evil_handler)
+    for server in (good, evil):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield port, good_seen, evil_seen
+    finally:
+        for server in (good, evil):
+            server.shutdown()
+            server.server_close()
+
+
+def test_the_fetch_connects_to_the_address_that_was_checked(
+    image_hosts: tuple[int, list[tuple[str, str]], list[tuple[str, str]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebinding DNS: the check's lookup of a host answers 127.0.0.1, every later one 127.0.0.2 (the
+    system resolver too); the bytes still come from the checked address, with the URL's Host header;
+    redirects are re-resolved, re-checked and pinned hop by hop."""
     from rlmx.serve import images
 
+    port, good_seen, evil_seen = image_hosts
+    lookups: list[str] = []
+
+    def rebinding(host: str) -> list[str]:
+        lookups.append(host)
+        return ["127.0.0.1"] if lookups.count(host) == 1 else ["127.0.0.2"]
+
+    real = socket.getaddrinfo
+
+    def system(host: str, *args: object, **kwargs: object) -> object:
+        return real("127.0.0.2" if str(host).endswith(".test") else host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", system)
+    hosts = ("images.test", "second.test")
+    loopback = lambda ip: ip.is_loopback  # noqa: E731  (this test's hosts are local)
     png = picture("PNG", (8, 8))
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/jump":
-            return httpx.Response(302, headers={"location": "https://internal.example/secret.png"})
-        if request.url.path == "/big":
-            return httpx.Response(200, content=b"\x89PNG" + bytes(images.MAX_IMAGE_BYTES))
-        return httpx.Response(200, content=png)
-
-    transport = httpx.MockTransport(handler)
-
-    def stream(method: str, url: str, **options: object) -> object:
-        assert options["follow_redirects"] is False  # redirects are rlmx's to judge, one by one
-        return httpx.Client(transport=transport).stream(method, url)
-
-    monkeypatch.setattr(httpx, "stream", stream)
-    hosts = ("images.example.com",)
-    public = lambda host: ["93.184.216.34"]  # noqa: E731
-    assert images.fetch("https://images.example.com/ok.png", hosts, "p", resolver=public) == png
-    with pytest.raises(ImageRejected, match=r"images from internal\.example are not allowed"):
-        images.fetch("https://images.example.com/jump", hosts, "p", resolver=public)
+    url = f"http://images.test:{port}/ok.png"
+    assert images.fetch(url, hosts, "p", resolver=rebinding, allowed=loopback) == png
+    assert lookups == ["images.test"] and good_seen == [("/ok.png", f"images.test:{port}")]
+    lookups.clear()
+    good_seen.clear()
+    got = images.fetch(f"http://second.test:{port}/jump", hosts, "p", resolver=rebinding, allowed=loopback)
+    assert got == png and lookups == ["second.test", "images.test"]  # each hop resolved once and checked
+    assert good_seen == [("/jump", f"second.test:{port}"), ("/ok.png", f"images.test:{port}")]
+    assert evil_seen == []  # the later answers never reached a connection
+    with pytest.raises(ImageRejected, match=r"second\.test resolves to 127\.0\.0\.2, which is not a public"):
+        images.fetch(
+            f"http://second.test:{port}/ok.png", hosts, "p", resolver=rebinding
+        )  # default: is_global
+    fixed = lambda host: ["127.0.0.1"]  # noqa: E731
+    with pytest.raises(ImageRejected, match=r"images from internal\.test are not allowed"):
+        images.fetch(f"http://images.test:{port}/out", hosts, "p", resolver=fixed, allowed=loopback)
     with pytest.raises(ImageRejected, match="larger than"):
-        images.fetch("https://images.example.com/big", hosts, "p", resolver=public)
+        images.fetch(f"http://images.test:{port}/big", hosts, "p", resolver=fixed, allowed=loopback)
+    assert evil_seen == []
+
+
+def test_a_pinned_connection_goes_nowhere_but_its_host() -> None:
+    import httpcore
+
+    from rlmx.serve.images import pinned_backend
+
+    with pytest.raises(httpcore.ConnectError, match=r"only images\.test is pinned"):
+        pinned_backend("images.test", "127.0.0.1").connect_tcp("other.test", 80)

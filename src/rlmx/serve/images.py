@@ -5,8 +5,10 @@ A remote URL is fetched only when the server was given an allow-list of hosts (`
 its host must be on the list, every address it resolves to must be a public one (no loopback, private,
 link-local or reserved address: the server's own network stays out of reach), a redirect is followed
 only to a host on the list (at most 3), the body is capped (`MAX_IMAGE_BYTES`) and the fetch is timed
-out. Either way the bytes are written to a folder of the request's own, removed with its context, and
-become files of the context: the REPL sees their figures, never their bytes.
+out; each hop's host is resolved once and the connection goes to the address that was checked (no
+second lookup, so no DNS-rebinding window). Either way the bytes are written to a folder of the
+request's own, removed with its context, and become files of the context: the REPL sees their figures,
+never their bytes.
 """
 
 from __future__ import annotations
@@ -49,8 +51,14 @@ def resolve_host(host: str) -> list[str]:
     return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None)})
 
 
-def check_remote(url: str, hosts: Sequence[str], resolver: Resolver, where: str) -> None:
-    """Refuse a URL whose host is not on the allow-list or resolves to any non-public address."""
+Allowed = Callable[[Any], bool]  # an address (ipaddress object) -> whether it may be fetched from
+
+
+def check_remote(
+    url: str, hosts: Sequence[str], resolver: Resolver, where: str, allowed: Allowed | None = None
+) -> str:
+    """Refuse a URL whose host is not on the allow-list or resolves to any non-public address; return
+    the checked address the fetch connects to (so no second resolution can move it)."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
     if parts.scheme not in ("https", "http") or not host:
@@ -65,33 +73,78 @@ def check_remote(url: str, hosts: Sequence[str], resolver: Resolver, where: str)
     except OSError as exc:
         raise ImageRejected(f"{where}: {host} cannot be resolved ({exc})") from None
     for address in addresses:
-        if not ipaddress.ip_address(address.split("%")[0]).is_global:
+        ip = ipaddress.ip_address(address.split("%")[0])
+        if not (allowed(ip) if allowed is not None else ip.is_global):
             raise ImageRejected(f"{where}: {host} resolves to {address}, which is not a public address")
     if not addresses:
         raise ImageRejected(f"{where}: {host} resolves to no address")
+    return addresses[0]
 
 
-def fetch(url: str, hosts: Sequence[str], where: str, *, resolver: Resolver = resolve_host) -> bytes:
-    """A remote image's bytes, under the allow-list's rules (see the module's docstring)."""
-    import httpx
+def pinned_backend(host: str, address: str) -> Any:
+    """An httpcore network backend that connects `host` to the checked `address` only (TLS still names
+    and verifies `host`: httpcore takes SNI and the certificate's name from the URL)."""
+    import httpcore
+
+    pinned = host
+
+    class Pinned(httpcore.SyncBackend):
+        def connect_tcp(self, host: str, port: int, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            if host.lower() != pinned:
+                raise httpcore.ConnectError(f"connection to {host} refused: only {pinned} is pinned")
+            return super().connect_tcp(address, port, *args, **kwargs)
+
+    return Pinned()
+
+
+def fetch(
+    url: str,
+    hosts: Sequence[str],
+    where: str,
+    *,
+    resolver: Resolver = resolve_host,
+    allowed: Allowed | None = None,
+) -> bytes:
+    """A remote image's bytes, under the allow-list's rules (see the module's docstring). Each hop is
+    resolved once, checked, and connected to the address checked (no DNS-rebinding window)."""
+    import ssl
+
+    import httpcore
 
     for _ in range(MAX_REDIRECTS + 1):
-        check_remote(url, hosts, resolver, where)
+        address = check_remote(url, hosts, resolver, where, allowed)
+        parts = urlsplit(url)
+        netloc = parts.netloc.rpartition("@")[2]
+        backend = pinned_backend((parts.hostname or "").lower(), address)
+        timeout = {"connect": FETCH_TIMEOUT_S, "read": FETCH_TIMEOUT_S, "write": FETCH_TIMEOUT_S}
         try:
-            with httpx.stream("GET", url, timeout=FETCH_TIMEOUT_S, follow_redirects=False) as reply:
-                if reply.is_redirect:
-                    url = urljoin(url, reply.headers.get("location", ""))
+            with (
+                httpcore.ConnectionPool(
+                    ssl_context=ssl.create_default_context(), network_backend=backend
+                ) as pool,
+                pool.stream(
+                    "GET",
+                    url,
+                    headers=[(b"Host", netloc.encode()), (b"Accept", b"image/*")],
+                    extensions={"timeout": {**timeout, "pool": FETCH_TIMEOUT_S}},
+                ) as reply,
+            ):
+                headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in reply.headers}
+                if reply.status in (301, 302, 303, 307, 308) and "location" in headers:
+                    url = urljoin(url, headers["location"])
                     continue
-                if reply.status_code != 200:
-                    raise ImageRejected(f"{where}: fetching the image gave HTTP {reply.status_code}")
+                if reply.status != 200:
+                    raise ImageRejected(f"{where}: fetching the image gave HTTP {reply.status}")
                 data = bytearray()
-                for piece in reply.iter_bytes():
+                for piece in reply.iter_stream():
                     data += piece
                     if len(data) > MAX_IMAGE_BYTES:
                         raise ImageRejected(f"{where}: the image is larger than {MAX_IMAGE_BYTES:,} bytes")
                 return bytes(data)
-        except httpx.HTTPError as exc:
+        except (httpcore.NetworkError, httpcore.TimeoutException, httpcore.ProtocolError, OSError) as exc:
             raise ImageRejected(f"{where}: fetching the image failed ({type(exc).__name__})") from None
+        except httpcore.UnsupportedProtocol:
+            raise ImageRejected(f"{where}: {url[:80]!r} is not an http(s) URL") from None
     raise ImageRejected(f"{where}: more than {MAX_REDIRECTS} redirects")
 
 
