@@ -87,7 +87,10 @@ def test_a_text_baseline_with_the_receipts_family_is_refused_in_one_line(
     assert exit_info.value.code == 2 and "\n" not in err
     assert "--suite receipts has image contexts" in err and "--baselines bm25" in err
     assert not (tmp_path / "o").exists()
-    with pytest.raises(ConfigError, match=r"family receipts has image contexts.*\(direct\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"family receipts has image contexts, which the baselines direct cannot read: give `methods`",
+    ):
         EvalConfig(
             suite=("niah", "receipts"),
             sizes=(8_192,),

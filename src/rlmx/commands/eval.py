@@ -141,15 +141,11 @@ def eval_command(
     methods = (() if no_rlm else ("rlm",)) + chosen
     if not methods:
         raise ConfigError("nothing to run: --no-rlm with --baselines none")
-    from rlmx.evals.registry import IMAGE_FAMILIES
+    from rlmx.evals.registry import check_image_methods
 
     suite_names = tuple(FAMILIES) if suite.strip().lower() == "all" else _split(suite)
-    pictures = [name for name in suite_names if name in IMAGE_FAMILIES]
-    if pictures and chosen:
-        raise ConfigError(
-            f"--suite {pictures[0]} has image contexts, which --baselines {','.join(chosen)} cannot read: "
-            "add --baselines none (and run the text families apart)"
-        )
+    flags = {"suite": "--suite", "methods": "--baselines", "fix": "add --baselines none"}
+    check_image_methods(suite_names, chosen, flags)
     if (price_in is None) != (price_out is None):
         raise ConfigError("give both --price-in and --price-out (USD per million tokens), or neither")
     given: dict[str, Any] = {  # None: not given and no default here, so the Limits default

@@ -47,3 +47,15 @@ def generate_item(
     if name in IMAGE_FAMILIES:
         return IMAGE_FAMILIES[name].generate_sized(size_tokens, index, seed)
     return family(name).generate(size_tokens, index, seed, check_variant(name, variant))
+
+
+def check_image_methods(suite: tuple[str, ...], methods: tuple[str, ...], terms: dict[str, str]) -> None:
+    """Refuse the text baselines for an image family, in one line naming the caller's own terms
+    (`terms`: "suite" and "methods" mapped to how the caller calls them)."""
+    text_only = [m for m in methods if m != "rlm"]
+    pictures = [name for name in suite if name in IMAGE_FAMILIES]
+    if pictures and text_only:
+        raise ConfigError(
+            f"{terms['suite']} {pictures[0]} has image contexts, which {terms['methods']} "
+            f"{','.join(text_only)} cannot read: {terms['fix']} (and run the text families apart)"
+        )

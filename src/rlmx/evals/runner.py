@@ -26,7 +26,14 @@ from rlmx.evals.items import EvalItem, Noise, size_label
 from rlmx.evals.needs import check_installed
 from rlmx.evals.oracle import Oracle
 from rlmx.evals.records import METHODS, RESULTS, latest, load_records
-from rlmx.evals.registry import IMAGE_FAMILIES, built_variant, check_variant, family, generate_item
+from rlmx.evals.registry import (
+    IMAGE_FAMILIES,
+    built_variant,
+    check_image_methods,
+    check_variant,
+    family,
+    generate_item,
+)
 from rlmx.evals.report import write_report
 from rlmx.limits import Limits
 from rlmx.lm.base import LM, context_window_for
@@ -94,13 +101,8 @@ class EvalConfig:
             raise ConfigError("`n` and `concurrency` must be >= 1")
         if not 0.0 <= self.noise < 1.0:
             raise ConfigError("`noise` must be in [0, 1)")
-        text_only = [m for m in self.methods if m != "rlm"]
-        pictures = [name for name in self.suite if name in IMAGE_FAMILIES]
-        if pictures and text_only:
-            raise ConfigError(
-                f"family {pictures[0]} has image contexts, which the baselines ({', '.join(text_only)}) "
-                "cannot read: run it with `methods`=('rlm',), apart from the text families"
-            )
+        terms = {"suite": "family", "methods": "the baselines", "fix": "give `methods`=('rlm',)"}
+        check_image_methods(self.suite, self.methods, terms)
         if self.executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {self.executor!r}; choose local or ray")
         if self.address and self.executor != "ray":
