@@ -79,6 +79,7 @@ PROVIDER_KEYS: dict[str, type | tuple[type, ...]] = {
     "max_attempts": int,
     "retry_base_delay_s": (int, float),
     "retry_max_delay_s": (int, float),
+    "vision": bool,
 }
 PROVIDER_EXTRA_KEYS = frozenset(
     {"api_version", "max_tokens", "prompt_caching", "n_ctx", "chat_format", "n_threads"}
@@ -162,6 +163,7 @@ class Config:
             retry=retry,
             requests_per_minute=settings.get("requests_per_minute"),
             tokens_per_minute=settings.get("tokens_per_minute"),
+            vision=settings.get("vision"),
         ).with_sampling(sampling or Sampling())
 
 

@@ -27,6 +27,7 @@ from pydantic import Field
 import rlmx
 from rlmx.errors import ConfigError, RLMError
 from rlmx.sandbox.base import SandboxSettings
+from rlmx.serve.images import context_with_files
 from rlmx.serve.profiles import ServedProfile, find_profile
 from rlmx.serve.progress import ProgressTracker, usage_line
 from rlmx.serve.roots import PathRefused, Roots, usable_context
@@ -93,7 +94,10 @@ class RlmxTools:
                 raise PathRefused(
                     "none of the server's roots lies inside the roots this client declared", 403
                 )
-            docs.extend(roots.load(paths, max_bytes=max(budget, 0)))
+            images: list[tuple[str, Path]] = []
+            docs.extend(roots.load(paths, max_bytes=max(budget, 0), images=images))
+            if images:  # image files under the roots: image documents, read by the host on demand
+                return context_with_files(docs, images)
         return usable_context(docs, given=(["text"] if text else []) + paths)
 
     async def ask(

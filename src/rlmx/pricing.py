@@ -264,3 +264,26 @@ def unpriced_warning(models: list[str], limits: Limits, *, refused: bool = False
         )
     budget = limits.max_cost_usd
     return f"no price is known for {names}: its calls are not counted against max_cost_usd={budget}"
+
+
+def catalog_sees_images(model: str) -> bool | None:
+    """True when the price catalog prices image input for this `provider:model` (it then takes images);
+    None otherwise: the catalog's silence says nothing either way (rlmx.images.vision decides)."""
+    ref = catalog_ref(model)
+    if ref is None:
+        return None
+    provider_id, bare = ref
+    try:
+        from genai_prices.data_snapshot import get_snapshot
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, info = get_snapshot().find_provider_model(bare, None, provider_id, None)
+    except (ImportError, LookupError):
+        return None
+    prices = info.prices if isinstance(info.prices, list) else [info.prices]
+    for price in prices:
+        found = getattr(price, "prices", price)
+        if getattr(found, "input_image_mtok", None) is not None:
+            return True
+    return None

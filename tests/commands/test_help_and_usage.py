@@ -19,7 +19,7 @@ from examples.support_tickets.generate import generate
 from policies import is_forced_final, is_root, repl, tickets_policy, turn
 from rlmx.config import Config
 from rlmx.errors import ConfigError
-from rlmx.evals.registry import FAMILIES
+from rlmx.evals.registry import FAMILIES, IMAGE_FAMILIES
 from rlmx.testing import Fault, ScriptedServer
 
 RLMX = [sys.executable, "-m", "rlmx.cli"]
@@ -113,8 +113,9 @@ def test_eval_help_points_to_the_family_list_which_names_every_family() -> None:
     proc = rlmx("eval", "--list", columns=80)
     assert proc.returncode == 0 and proc.stderr == ""
     lines = proc.stdout.strip().splitlines()
-    assert [line.split()[0] for line in lines] == list(FAMILIES)
-    for line, fam in zip(lines, FAMILIES.values(), strict=True):
+    every = {**FAMILIES, **IMAGE_FAMILIES}
+    assert [line.split()[0] for line in lines] == list(every) and "receipts" in every
+    for line, fam in zip(lines, every.values(), strict=True):
         assert fam.description in line and f"variants: {', '.join(fam.variants)}" in line
 
 

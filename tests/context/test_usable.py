@@ -127,10 +127,12 @@ def test_summary_stays_short_with_many_skipped_files(tmp_path: Path) -> None:
 
 def test_single_binary_empty_and_blank_files(tmp_path: Path) -> None:
     image = tmp_path / "photo.png"
-    image.write_bytes(PNG)
+    image.write_bytes(PNG)  # a PNG's signature, then junk: no image document (rlmx.images.probe)
     context = Context.from_paths(image)
     message = refused(context)
-    assert message.startswith(f"context {image} holds no usable text: it is binary;")
+    assert message.startswith(
+        f"context {image} holds no usable text: it is binary (not a readable PNG, JPEG, WebP or GIF);"
+    )
     assert context.skipped_summary() == f"skipped 1 of 1 file: 1 binary ({image})"
     assert context.describe().startswith("There is no context for this question (`context` is None).")
     assert worker_load(context)[0] is None  # what the REPL's `context` is with --allow-empty-context

@@ -180,6 +180,7 @@ def test_the_frames_module_imports_nothing_of_the_host() -> None:
         "['rlmx',",
         "'rlmx.repl',",
         "'rlmx.repl.dialect',",
+        "'rlmx.repl.image_refs',",
         "'rlmx.sandbox',",
         "'rlmx.sandbox.frames',",
         "'rlmx.sandbox.wire']",

@@ -161,9 +161,14 @@ def test_chat_requests_become_runs() -> None:
     assert typed.output is not None and typed.output.schema == {"type": "object"} and typed.stream
     for messages, body, fragment in [
         (
+            [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "x"}}]}],
+            {},
+            "only text and image_url parts",  # images are context documents (tests/images)
+        ),
+        (
             [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
             {},
-            "only text parts",
+            "no question",
         ),
         ([{"role": "user", "content": "q"}], {"n": 2}, "only n=1"),
         ([{"role": "user", "content": "q"}], {"tools": [{"type": "function"}]}, "not supported"),

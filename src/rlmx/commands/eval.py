@@ -18,12 +18,13 @@ def _split(text: str) -> tuple[str, ...]:
 
 def family_list() -> str:
     """One line per family: its name, what it asks, and its variants (the first is the default)."""
-    from rlmx.evals.registry import FAMILIES
+    from rlmx.evals.registry import FAMILIES, IMAGE_FAMILIES
 
-    width = max(len(name) for name in FAMILIES)
+    every: dict[str, Any] = {**FAMILIES, **IMAGE_FAMILIES}
+    width = max(len(name) for name in every)
     return "\n".join(
         f"{name:<{width}}  {fam.description} (variants: {', '.join(fam.variants)})"
-        for name, fam in FAMILIES.items()
+        for name, fam in every.items()
     )
 
 
@@ -140,6 +141,11 @@ def eval_command(
     methods = (() if no_rlm else ("rlm",)) + chosen
     if not methods:
         raise ConfigError("nothing to run: --no-rlm with --baselines none")
+    from rlmx.evals.registry import check_image_methods
+
+    suite_names = tuple(FAMILIES) if suite.strip().lower() == "all" else _split(suite)
+    flags = {"suite": "--suite", "methods": "--baselines", "fix": "add --baselines none"}
+    check_image_methods(suite_names, chosen, flags)
     if (price_in is None) != (price_out is None):
         raise ConfigError("give both --price-in and --price-out (USD per million tokens), or neither")
     given: dict[str, Any] = {  # None: not given and no default here, so the Limits default
@@ -152,7 +158,7 @@ def eval_command(
     }
     limits = Limits(**{name: value for name, value in given.items() if value is not None})
     config = EvalConfig(
-        suite=tuple(FAMILIES) if suite.strip().lower() == "all" else _split(suite),
+        suite=suite_names,
         sizes=tuple(parse_size(s) for s in _split(sizes)),
         out=out,
         n=n,

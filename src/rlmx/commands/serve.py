@@ -49,6 +49,14 @@ def serve(
     context_threshold: Annotated[
         int, typer.Option(help="Message text parts longer than this many characters become context.")
     ] = 8_000,
+    image_url_host: Annotated[
+        list[str],
+        typer.Option(
+            "--image-url-host",
+            help="A host whose https image URLs requests may name (public addresses only); repeatable. "
+            "Without one, image parts must be data URLs.",
+        ),
+    ] = [],  # noqa: B006
     no_trace: opt.NoTrace = False,
     trace_dir: Annotated[
         Path | None,
@@ -80,6 +88,7 @@ def serve(
         max_request_bytes=max_request_bytes,
         max_context_bytes=max_context_bytes,
         context_threshold=context_threshold,
+        image_url_hosts=tuple(image_url_host),
         max_running=max_running,
         max_queued=max_queued,
         max_sessions=max_sessions,

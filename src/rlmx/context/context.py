@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import PurePath
 from typing import IO, Any
@@ -25,6 +26,7 @@ from rlmx.context.payload import ContextPayload
 from rlmx.context.prefilter import Prefilter
 from rlmx.context.sources import LoadOptions, Manifest, scan
 from rlmx.errors import EmptyContext
+from rlmx.images.probe import IMAGE_SUFFIXES
 
 PathLike = str | os.PathLike[str]
 
@@ -107,14 +109,14 @@ class Context:
             from rlmx.context.payload import empty_value
 
             stats = stats_of(m.inline[0]["text"] if m.inline else empty_value(m.skipped))
-        elif m.single:
+        elif m.single and m.files[0].fmt != "image":
             entry = m.files[0]
             stats = {"kind": "str", "chars": entry.size, "estimated": True}
             if entry.fmt in ("jsonl", "csv", "json"):
                 stats = {"kind": "other", "type_name": f"value read from {entry.name} ({entry.fmt})"}
         else:
             names = [d["path"] for d in m.inline] + [f.name for f in m.files]
-            sizes = [len(d["text"]) for d in m.inline] + [f.size for f in m.files]
+            sizes = [len(d["text"]) for d in m.inline] + [0 if f.fmt == "image" else f.size for f in m.files]
             stats = {
                 "kind": "documents",
                 "count": len(names),
@@ -123,6 +125,11 @@ class Context:
                 "estimated": True,
                 **path_stats(names),
             }
+            images = Counter(
+                IMAGE_SUFFIXES[PurePath(f.name).suffix.lower()] for f in m.files if f.fmt == "image"
+            )
+            if images:
+                stats["images"] = dict(images.most_common())
             if not names:
                 stats = {"kind": "list", "count": 0, "chars": 0, "sizes": [], "item_kinds": {}}
         if m.skipped:

@@ -18,6 +18,7 @@ from pathlib import PurePath
 from typing import Any, BinaryIO
 
 from rlmx.context.decode import SNIFF_BYTES, decode_bytes, looks_binary
+from rlmx.images.probe import HEAD_BYTES, IMAGE_SUFFIXES, UNREADABLE, probe
 
 PDF_PAGE_BREAK = "\f\n"  # form feed ends each page's last line, as pdftotext does
 _FORMATS = {
@@ -30,6 +31,7 @@ _FORMATS = {
     ".csv": "csv",
     ".tsv": "csv",
     ".json": "json",
+    **dict.fromkeys(IMAGE_SUFFIXES, "image"),
 }
 RECORD_FORMATS = frozenset({"jsonl", "csv", "json"})  # a single file of these becomes records, not text
 EXTRA_HINT = "pip install 'rlmx[context]'"
@@ -41,6 +43,23 @@ class FileRead:
     value: Any = None  # records (JSONL/CSV) or the parsed JSON, when read as records
     note: str | None = None  # something the model should know (an encoding guess, replaced bytes)
     skip: str | None = None  # why the file is left out
+
+
+def image_document(path: str, name: str, size: int) -> dict[str, Any] | None:
+    """An image file as a document: its path, no text, and its figures under "image" (format, width,
+    height, bytes); None when its first bytes are not an image. The pixels stay on disk."""
+    f, _ = open_regular(path)
+    if f is None:
+        return None
+    try:
+        with f:
+            info = probe(f.read(HEAD_BYTES))
+    except OSError:
+        return None
+    if info is None:
+        return None
+    figures = {"format": info.format, "width": info.width, "height": info.height, "bytes": size}
+    return {"path": name, "text": "", "image": figures}
 
 
 def format_of(name: str) -> str:
@@ -92,7 +111,11 @@ def sniff_file(path: str, fmt: str) -> str | None:
         return why
     try:
         with f:
-            head = f.read(SNIFF_BYTES)
+            head = f.read(HEAD_BYTES if fmt == "image" else SNIFF_BYTES)
+            if not head:
+                return "empty"
+            if fmt == "image":
+                return None if probe(head) else UNREADABLE
             if _blank(f, head):
                 return "empty"
     except OSError as exc:
@@ -133,6 +156,8 @@ def read_file(path: str, fmt: str, *, as_records: bool = False) -> FileRead:
         return FileRead(skip="empty")
     if fmt == "pdf":
         return pdf_text(data)
+    if fmt == "image":  # never read whole here: image documents come from `image_document`
+        return FileRead(skip="an image (read as an image document)")
     decoded = decode_bytes(data)
     del data
     if decoded.text is None:

@@ -74,13 +74,19 @@ def stats_of(context: Any) -> dict[str, Any]:
     if isinstance(context, (list, tuple)):
         if context and all(is_document(item) for item in context):
             sizes = [len(d["text"]) if isinstance(d["text"], str) else len(str(d["text"])) for d in context]
-            return {
+            stats = {
                 "kind": "documents",
                 "count": len(sizes),
                 "chars": sum(sizes),
                 "sizes": size_summary(sizes),
                 **path_stats([str(d["path"]) for d in context]),
             }
+            images = Counter(
+                str(d["image"].get("format")) for d in context if isinstance(d.get("image"), dict)
+            )
+            if images:
+                stats["images"] = dict(images.most_common())
+            return stats
         kinds = Counter(type(item).__name__ for item in context)
         sizes = [len(item) if isinstance(item, str) else len(str(item)) for item in context]
         key_counts = Counter(str(k) for item in context[:50] if isinstance(item, dict) for k in item)
@@ -162,6 +168,8 @@ def render(stats: dict[str, Any], *, note: str | None = None) -> str:
         paths = stats.get("paths", [])
         more = ", ..." if stats["count"] > len(paths) else ""
         lines.append(f"First paths: {', '.join(paths)}{more}")
+        if stats.get("images"):
+            lines.append(_images_line(stats["images"]))
     elif kind == "list" and not stats.get("count"):
         lines.append("Your context is an empty list.")
     elif kind == "list":
@@ -184,6 +192,15 @@ def render(stats: dict[str, Any], *, note: str | None = None) -> str:
     if note:
         lines.append(note)
     return "\n".join(lines)
+
+
+def _images_line(images: dict[str, int]) -> str:
+    formats = ", ".join(f"{name} ({_n(n)})" for name, n in images.items())
+    return (
+        f"Images among them: {_n(sum(images.values()))} ({formats}); an image document's 'text' is '' and "
+        "'image' holds {'format', 'width', 'height', 'bytes'}; the pixels stay with the host. Show them to "
+        "a vision model with llm_query(prompt, images=[doc, ...])."
+    )
 
 
 def _loading_lines(stats: dict[str, Any]) -> list[str]:

@@ -79,7 +79,8 @@ class LoadedContext:
 
 def load_manifest(manifest: Manifest) -> tuple[Any, list[tuple[str, str]], list[tuple[str, str]]]:
     """The value, the files left out and notes on files read: (value, [(name, reason)], [(name, note)])."""
-    from rlmx.context.formats import read_file  # here: a zygote holding a string need not import them
+    from rlmx.context.formats import image_document, read_file  # here: a zygote of a str needs neither
+    from rlmx.images.probe import UNREADABLE
 
     skipped = list(manifest.skipped)
     notes: list[tuple[str, str]] = []
@@ -87,7 +88,7 @@ def load_manifest(manifest: Manifest) -> tuple[Any, list[tuple[str, str]], list[
         if manifest.inline:
             return manifest.inline[0]["text"], skipped, notes
         return empty_value(skipped), skipped, notes
-    if manifest.single:
+    if manifest.single and manifest.files[0].fmt != "image":  # one image: a list of one image document
         entry = manifest.files[0]
         read = read_file(entry.path, entry.fmt, as_records=True)
         if read.note:
@@ -98,6 +99,13 @@ def load_manifest(manifest: Manifest) -> tuple[Any, list[tuple[str, str]], list[
         return (read.value if read.value is not None else read.text), skipped, notes
     docs: list[dict[str, Any]] = [{"path": d["path"], "text": d["text"]} for d in manifest.inline]
     for entry in manifest.files:
+        if entry.fmt == "image":
+            doc = image_document(entry.path, entry.name, entry.size)
+            if doc is None:
+                skipped.append((entry.name, UNREADABLE))
+            else:
+                docs.append(doc)
+            continue
         read = read_file(entry.path, entry.fmt)
         if read.skip is not None:
             skipped.append((entry.name, read.skip))

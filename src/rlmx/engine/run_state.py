@@ -12,6 +12,7 @@ from typing import Any
 from rlmx.engine.ledger import Ledger, SharedBudget
 from rlmx.engine.profiles import PromptProfile
 from rlmx.errors import BudgetExhausted, ConfigError, DeadlineExceeded, ModelError
+from rlmx.images.parts import content_text, message_image_tokens
 from rlmx.limits import HistorySettings, Limits
 from rlmx.lm.base import (
     LM,
@@ -76,6 +77,9 @@ class RunState:
     tools: RunTools = field(default_factory=RunTools)  # the user's tools, by depth (rlmx.tools)
     shared: SharedBudget | None = None  # limits shared with other runs (a batch's), checked after the ledger
     sandbox_layer: str = ""  # where the run's model code ran (its SandboxReady's layer; "": no cell ran)
+    # the context's image files (document name and absolute path -> path), the only host files a
+    # sub-call's images may be read from (set by the root's SubCalls, used at every depth)
+    image_files: dict[str, str] = field(default_factory=dict)
     cells_run: int = 0  # code cells executed, at every depth (0: no reply held a code block)
 
     def system_prompt(self, depth: int, sub_lm: BaseLM) -> str:
@@ -194,7 +198,9 @@ class RunState:
     async def _admit(self, call: ModelCall) -> Admission:
         """The call's estimates, checked and reserved against the ledger and then a shared budget; raises
         BudgetExhausted (nothing left reserved) when either refuses it."""
-        est_input = estimate_message_tokens(call.messages)
+        est_input = estimate_message_tokens(call.messages) + message_image_tokens(
+            call.messages, call.lm.name, call.lm
+        )
         est_cost, output_cap = self.budget_call(call.lm, est_input, purpose=call.purpose, final=call.final)
         deadline = self.ledger.deadline if call.final else self.ledger.work_deadline
         if call.final and deadline is not None and deadline <= time.monotonic():
@@ -293,9 +299,9 @@ class RunState:
                 attempts=response.attempts if response else outcome.attempts,
                 attempt_errors=list(response.attempt_errors) if response else outcome.attempt_errors,
                 n_messages=len(messages),
-                input_chars=sum(len(str(m.get("content", ""))) for m in messages),
+                input_chars=sum(len(content_text(m.get("content", ""))) for m in messages),
                 messages=[
-                    {"role": m.get("role"), **excerpt(str(m.get("content", "")), self.excerpt_chars)}
+                    {"role": m.get("role"), **excerpt(content_text(m.get("content", "")), self.excerpt_chars)}
                     for m in (messages if call.log_messages is None else call.log_messages)
                 ],
                 reply=excerpt(response.text, self.excerpt_chars) if response else None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -13,8 +14,10 @@ from rlmx.context.payload import ContextPayload
 from rlmx.engine.result import NodeResult
 from rlmx.engine.tools import ToolRunner
 from rlmx.errors import RLMError
-from rlmx.lm.base import BaseLM, estimate_tokens
+from rlmx.images.parts import message_image_tokens, prepare
+from rlmx.lm.base import BaseLM, Message, estimate_tokens
 from rlmx.outcomes import Purpose
+from rlmx.pricing import catalog_sees_images
 from rlmx.trace.events import BatchEnd, BatchStart, Fallback, ModelSubstituted
 
 if TYPE_CHECKING:
@@ -52,6 +55,8 @@ class SubCalls:
         self.children = children
         self.tools = ToolRunner(state, state.tools, depth)
         self.notes: dict[str, list[str]] = {}  # a cell's (by exec id) notes for its output, in order
+        if payload.kind == "files":
+            state.image_files.update(image_files(payload))
 
     async def handle(self, method: str, params: dict[str, Any], exec_id: str) -> Any:
         """One request of the REPL; its result goes to the model's code as it is. What the code should
@@ -69,14 +74,23 @@ class SubCalls:
         return self.notes.pop(exec_id, [])
 
     async def _answer(self, method: str, params: dict[str, Any], exec_id: str, lm: BaseLM | None) -> Any:
+        images, detail = params.get("images"), params.get("detail")
         if method == "llm_query":
-            return await self.sub_call(as_prompt(params.get("prompt")), lm, exec_id)
+            return await self.sub_call(
+                as_prompt(params.get("prompt")), lm, exec_id, images=images, detail=detail
+            )
         if method == "llm_query_batched":
             prompts_ = as_prompts(params.get("prompts"))
+            if images is not None and (not isinstance(images, list) or len(images) != len(prompts_)):
+                raise RLMError("llm_query_batched: images must be a list of image lists, one per prompt")
+            per_prompt = images if images is not None else [None] * len(prompts_)
             return await self.batch(
                 method,
                 exec_id,
-                [partial(self.sub_call, p, lm, exec_id) for p in prompts_],
+                [
+                    partial(self.sub_call, p, lm, exec_id, images=i, detail=detail)
+                    for p, i in zip(prompts_, per_prompt, strict=True)
+                ],
                 width=self.batch_width(lm),
             )
         if method == "rlm_query":
@@ -153,22 +167,34 @@ class SubCalls:
         *,
         purpose: Purpose = "llm_query",
         batch_id: str | None = None,
+        images: Any = None,
+        detail: Any = None,
     ) -> str:
-        """One plain sub-call (`lm` None: the sub-model); a refusal or failure raises (an `RLMError`)."""
+        """One plain sub-call (`lm` None: the sub-model), with `images` when the cell gave some (see
+        rlmx.images.parts); a refusal or failure raises (an `RLMError`)."""
         lm = lm or self.sub_lm
+        content: Any = prompt
+        log: list[Message] | None = None
+        if images is not None:
+            catalog = catalog_sees_images(lm.name)
+            content, shown = prepare(lm, prompt, images, detail, self.state.image_files, catalog=catalog)
+            log = [{"role": "user", "content": shown}]
+        messages: list[Message] = [{"role": "user", "content": content}]
         context_window = self.state.models.window(lm)
-        if estimate_tokens(prompt) > context_window:
+        tokens = estimate_tokens(prompt) + message_image_tokens(messages, lm.name, lm)
+        if tokens > context_window:
             raise RLMError(
-                f"prompt of about {estimate_tokens(prompt):,} tokens exceeds the window of {lm.name} "
+                f"prompt of about {tokens:,} tokens exceeds the window of {lm.name} "
                 f"(about {context_window:,} tokens); split it into smaller chunks"
             )
         response = await self.state.call_model(
             lm,
-            [{"role": "user", "content": prompt}],
+            messages,
             depth=self.depth + 1,
             parent_id=parent_id,
             purpose=purpose,
             batch_id=batch_id,
+            log_messages=log,
         )
         return response.text
 
@@ -239,6 +265,18 @@ async def run_bounded(calls: list[Callable[[], Awaitable[str]]], width: int) -> 
         for task in workers:
             task.cancel()
     return results
+
+
+def image_files(payload: ContextPayload) -> dict[str, str]:
+    """The image files of a context of files: document name and absolute path -> path to read."""
+    from rlmx.context.sources import Manifest
+
+    manifest = Manifest.from_json(json.loads(payload.data()))
+    files: dict[str, str] = {}
+    for entry in manifest.files:
+        if entry.fmt == "image":
+            files[entry.name] = files[os.path.abspath(entry.path)] = entry.path
+    return files
 
 
 def as_prompt(value: Any) -> str:

@@ -33,6 +33,8 @@ def check_installed(config: Any, *, terms: Mapping[str, str] | None = None) -> N
     if "bm25" in config.methods and not installed("bm25s"):
         asked = f"{said.get('methods', '`methods`')} bm25"
         raise ConfigError(f"{asked} needs bm25s: pip install 'rlmx[evals]' (or leave bm25 out)")
+    if "receipts" in config.suite and not installed("PIL"):
+        raise ConfigError("the receipts family draws its pictures with Pillow: pip install 'rlmx[images]'")
     if config.executor == "ray" and not installed("ray"):
         asked = f"{said.get('executor', '`executor`')} ray"
         raise ConfigError(f"{asked} needs ray: pip install 'rlmx[ray]' (or run the items locally)")

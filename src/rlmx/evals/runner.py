@@ -26,7 +26,14 @@ from rlmx.evals.items import EvalItem, Noise, size_label
 from rlmx.evals.needs import check_installed
 from rlmx.evals.oracle import Oracle
 from rlmx.evals.records import METHODS, RESULTS, latest, load_records
-from rlmx.evals.registry import built_variant, check_variant, family, generate_item
+from rlmx.evals.registry import (
+    IMAGE_FAMILIES,
+    built_variant,
+    check_image_methods,
+    check_variant,
+    family,
+    generate_item,
+)
 from rlmx.evals.report import write_report
 from rlmx.limits import Limits
 from rlmx.lm.base import LM, context_window_for
@@ -94,6 +101,8 @@ class EvalConfig:
             raise ConfigError("`n` and `concurrency` must be >= 1")
         if not 0.0 <= self.noise < 1.0:
             raise ConfigError("`noise` must be in [0, 1)")
+        terms = {"suite": "family", "methods": "the baselines", "fix": "give `methods`=('rlm',)"}
+        check_image_methods(self.suite, self.methods, terms)
         if self.executor not in ("local", "ray"):
             raise ConfigError(f"unknown executor {self.executor!r}; choose local or ray")
         if self.address and self.executor != "ray":
@@ -231,7 +240,7 @@ class Runner:
             if not todo:
                 return
             async with gate:
-                item = await asyncio.to_thread(generate_item, name, size, index, cfg.seed, cfg.variants[name])
+                item = await asyncio.to_thread(self.item, name, size, index)
                 if self.oracle is not None:
                     self.oracle.add(item)
                 for method in todo:
@@ -284,14 +293,27 @@ class Runner:
         self, name: str, size: int, index: int, methods: tuple[str, ...]
     ) -> list[dict[str, Any]]:
         """One item's records (its methods in turn), generated and run here: a ray worker's unit."""
-        item = await asyncio.to_thread(
-            generate_item, name, size, index, self.config.seed, self.config.variants[name]
-        )
+        item = await asyncio.to_thread(self.item, name, size, index)
         if self.oracle is not None:
             self.oracle.add(item)
         return [await self._run_method(item, method, index) for method in methods]
 
+    def item(self, name: str, size: int, index: int) -> EvalItem:
+        """One generated item; an image family's pictures are written under `out`/images/<item id>, the
+        folder its RLM run reads as its context."""
+        cfg = self.config
+        item = generate_item(name, size, index, cfg.seed, cfg.variants[name])
+        if name in IMAGE_FAMILIES:
+            from rlmx.evals.receipts import write_images
+
+            item.key["folder"] = str(write_images(item, cfg.out / "images" / item.id))
+        return item
+
     def _models(self, item: EvalItem, method: str) -> tuple[LM, LM]:
+        if self.config.oracle and item.family in IMAGE_FAMILIES:
+            from rlmx.evals.receipts import receipts_oracle
+
+            return receipts_oracle(item)  # type: ignore[no-any-return]
         if self.oracle is not None and self.config.oracle:
             return self.oracle.models_for(item)
         assert self.root_lm is not None and self.sub_lm is not None
@@ -370,7 +392,12 @@ class Runner:
         cfg = self.config
         trace: Path | bool = cfg.out / "traces" / f"{item.id}.jsonl" if cfg.trace else False
         rlm = RLM.from_spec(cfg.run_spec(root, sub, trace=trace))
-        run = await rlm.arun(item.question, item.context)
+        context: Any = item.context
+        if "folder" in item.key:  # an image family's pictures
+            from rlmx.context import Context
+
+            context = Context.from_paths([item.key["folder"]])
+        run = await rlm.arun(item.question, context)
         usage = {k: run.usage.get(k) for k in ("calls", "input_tokens", "output_tokens", "cost_usd")}
         return MethodResult(
             answer=answer_text(run.answer) if run.answer is not None else "",

@@ -17,11 +17,13 @@ as an HTTP 400, reported as the setting refused.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 from typing import Any
 
-from rlmx.errors import ConfigError, TransientModelError
+from rlmx.errors import ConfigError, ModelError, TransientModelError
+from rlmx.images.parts import content_text, decoded
 from rlmx.lm.base import BaseLM, CallSettings, LMResponse, Message, Usage, estimate_message_tokens
 from rlmx.lm.guard import check_endpoint, is_loopback
 from rlmx.lm.openai_compat import call_headers
@@ -89,33 +91,60 @@ def classify_anthropic_error(exc: Exception) -> Failure | None:
 
 
 def to_anthropic(messages: list[Message], *, prompt_caching: bool) -> tuple[list[dict[str, Any]], list[Any]]:
-    """OpenAI-style messages -> (system blocks, alternating user/assistant messages), with breakpoints."""
-    system_text = "\n\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+    """OpenAI-style messages -> (system blocks, alternating user/assistant messages), with breakpoints.
+    An OpenAI `image_url` part with a base64 data URL becomes an Anthropic `image` block."""
+    system_text = "\n\n".join(
+        content_text(m.get("content", "")) for m in messages if m.get("role") == "system"
+    )
     turns: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")
         if role == "system":
             continue
         role = "assistant" if role == "assistant" else "user"
-        text = str(message.get("content", "")) or "(empty)"  # the API rejects empty text blocks
+        blocks = _blocks(message.get("content", ""))
         if turns and turns[-1]["role"] == role:
-            turns[-1]["content"] += "\n\n" + text
+            _merge(turns[-1]["content"], blocks)
         else:
-            turns.append({"role": role, "content": text})
+            turns.append({"role": role, "content": blocks})
     if not turns or turns[0]["role"] != "user":
-        turns.insert(0, {"role": "user", "content": "(continue)"})
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continue)"}]})
     system: list[dict[str, Any]] = []
     if system_text:
         system.append({"type": "text", "text": system_text})
         if prompt_caching:
             system[0]["cache_control"] = EPHEMERAL
-    out: list[Any] = []
-    for index, turn in enumerate(turns):
-        block: dict[str, Any] = {"type": "text", "text": turn["content"]}
-        if prompt_caching and len(turns) > 1 and index == len(turns) - 1:
-            block["cache_control"] = EPHEMERAL
-        out.append({"role": turn["role"], "content": [block]})
-    return system, out
+    if prompt_caching and len(turns) > 1:
+        turns[-1]["content"][-1]["cache_control"] = EPHEMERAL
+    return system, turns
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    """A message's content as Anthropic blocks: text (never empty: the API rejects that) and images."""
+    if not isinstance(content, list):
+        return [{"type": "text", "text": str(content) or "(empty)"}]
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            found = decoded(str((part.get("image_url") or {}).get("url", "")))
+            if found is None:
+                raise ModelError("an image for Anthropic must be a base64 data URL")
+            data = base64.b64encode(found[1]).decode("ascii")
+            blocks.append(
+                {"type": "image", "source": {"type": "base64", "media_type": found[0], "data": data}}
+            )
+        else:
+            _merge(blocks, [{"type": "text", "text": content_text([part]) or "(empty)"}])
+    return blocks or [{"type": "text", "text": "(empty)"}]
+
+
+def _merge(into: list[dict[str, Any]], blocks: list[dict[str, Any]]) -> None:
+    """Append `blocks`, a text block joining the text block before it (as one turn's text)."""
+    for block in blocks:
+        if block["type"] == "text" and into and into[-1]["type"] == "text":
+            into[-1] = {"type": "text", "text": into[-1]["text"] + "\n\n" + block["text"]}
+        else:
+            into.append(dict(block))
 
 
 def anthropic_usage(raw: Any) -> Usage:

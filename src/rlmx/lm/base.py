@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from rlmx.outcomes import Purpose
 
-Message = dict[str, Any]  # {"role": "system"|"user"|"assistant", "content": str}
+Message = dict[str, Any]  # {"role": "system"|"user"|"assistant", "content": str | [OpenAI content parts]}
 
 
 RetryNotice = Callable[[int, str, float], None]  # (failed attempt, its error, seconds until the next)
@@ -73,6 +73,7 @@ class BaseLM:
 
     name: str
     concurrency: int | None = None  # requests in flight it allows (sets a batch's width); None: unknown
+    vision: bool | None = None  # sees images (None: as its model family is known, rlmx.images.vision)
 
     @property
     def cache_identity(self) -> str:
@@ -138,5 +139,15 @@ def estimate_tokens(text_or_chars: str | int) -> int:
     return (n + 3) // 4
 
 
+def content_chars(content: Any) -> int:
+    """Characters of a message's text: a str's, or a list of content parts' text parts (an image part's
+    base64 is not text: its tokens are estimated apart, by `rlmx.images.parts.message_image_tokens`)."""
+    if isinstance(content, list):
+        return sum(
+            len(str(p.get("text", ""))) for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return len(str(content))
+
+
 def estimate_message_tokens(messages: list[Message]) -> int:
-    return sum(estimate_tokens(str(m.get("content", ""))) + 4 for m in messages)
+    return sum(estimate_tokens(content_chars(m.get("content", ""))) + 4 for m in messages)

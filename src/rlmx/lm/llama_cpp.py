@@ -163,7 +163,7 @@ class LlamaCppLM(BaseLM):
         llm, lock = _load(self.path, self.n_ctx, self.chat_format, self.n_threads)
         kwargs: dict[str, Any] = {
             "messages": [
-                {"role": m.get("role", "user"), "content": str(m.get("content", ""))} for m in messages
+                {"role": m.get("role", "user"), "content": _content(m.get("content", ""))} for m in messages
             ],
             "max_tokens": settings.max_output_tokens or self.default_max_tokens,
         }
@@ -198,3 +198,8 @@ class LlamaCppLM(BaseLM):
             deadline=settings.deadline,
             on_retry=settings.on_retry,
         )
+
+
+def _content(content: Any) -> Any:
+    """A str as it is; content parts (images) as they are, for a chat handler that takes them."""
+    return content if isinstance(content, list) else str(content)

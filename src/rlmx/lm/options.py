@@ -61,6 +61,8 @@ class ModelOptions:
     # the environment variable holding the key, read here when `api_key` is not given: a spec's data
     # names the variable, never the key (rlmx.spec)
     api_key_env: str | None = None
+    # whether the model sees images (None: as rlmx.images.vision knows its family); a declaration wins
+    vision: bool | None = None
 
     def __post_init__(self) -> None:
         if self.api_key is None and self.api_key_env:

@@ -73,7 +73,10 @@ def resolve_model(spec: str | LM, options: ModelOptions | None = None) -> LM:
         )
     if not model:
         raise ConfigError(f"model string {spec!r} names no model; e.g. {provider_name}:MODEL")
-    return record.load()(model, options, record)
+    lm = record.load()(model, options, record)
+    if options.vision is not None:
+        lm.vision = options.vision  # type: ignore[attr-defined]  # a declaration rlmx.images.vision reads
+    return lm
 
 
 __all__ = ["PROVIDERS", "ModelOptions", "ProviderRecord", "provider_of", "register_provider", "resolve_model"]

@@ -28,7 +28,7 @@ from rlmx.repl.textview import TextView
 # The names the REPL provides and puts back after every cell (with `context_N` / `history_N` when
 # present, and `answer` when the dialect reserves it). `ctx` is not one: models reuse that name freely.
 RESERVED = frozenset(
-    "context llm_query llm_query_batched rlm_query rlm_query_batched peek grep partition "
+    "context llm_query llm_query_batched vision_query rlm_query rlm_query_batched peek grep partition "
     "SHOW_VARS FINAL FINAL_VAR history count_tokens search Match".split()
 )
 NUMBERED = re.compile(r"(context|history)_\d+")
@@ -40,9 +40,17 @@ class HostCalls(Protocol):
     """The four requests a REPL may make of the host (the worker sends each one on its pipe; the host
     decides, through the run's ledger, whether the call is made)."""
 
-    def llm_query(self, prompt: Any, model: str | None = None) -> str: ...
+    def llm_query(
+        self, prompt: Any, model: str | None = None, images: Any = None, detail: Any = None
+    ) -> str: ...
 
-    def llm_query_batched(self, prompts: Any, model: str | None = None) -> list[str]: ...
+    def vision_query(
+        self, prompt: Any, images: Any = None, model: str | None = None, detail: Any = None
+    ) -> str: ...
+
+    def llm_query_batched(
+        self, prompts: Any, model: str | None = None, images: Any = None, detail: Any = None
+    ) -> list[str]: ...
 
     def rlm_query(self, prompt: Any, model: str | None = None, context: Any = None) -> str: ...
 
@@ -129,6 +137,7 @@ class ReplNamespace:
             answer=self.answer,
             llm_query=host.llm_query,
             llm_query_batched=host.llm_query_batched,
+            vision_query=host.vision_query,
             rlm_query=host.rlm_query,
             rlm_query_batched=host.rlm_query_batched,
             peek=bound["peek"],

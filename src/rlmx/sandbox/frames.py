@@ -10,8 +10,8 @@ type, an attachment the frame may not carry. The host treats every frame from a 
 Binary attachments: a frame may carry named binary parts beside its JSON, as the frame's blob. The JSON
 lists them, in the order their bytes follow, as `"attachments": [[name, size], ...]` (absent: none); the
 sizes add up to the header's blob length. Each frame type names the attachments it may carry
-(`ATTACHMENTS`): today the context (`context` in INIT and SETUP, `value` in PUT), never anything from a
-worker. A later frame (an image a cell made) only has to name its attachment.
+(`ATTACHMENTS`): the context (`context` in INIT and SETUP, `value` in PUT) and, from a worker, only the
+images a cell made (`image0`... in RPC).
 
 Notes to the model (a model name this run does not have, ...) never cross the wire: the host collects
 them while it answers a cell's requests and adds them to the cell's output itself (see
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Union
 
 from rlmx.repl.dialect import RLMX, ReplDialect
+from rlmx.repl.image_refs import ATTACHMENT_NAMES
 from rlmx.sandbox import wire
 
 
@@ -278,11 +279,12 @@ RPC_METHODS = frozenset(typing.get_args(Method))  # the operations a worker may 
 
 @dataclass(eq=False, repr=False)
 class Rpc(Frame):
-    """A request of the cell's code. params: llm_query {prompt, model}, llm_query_batched {prompts,
-    model}, rlm_query {prompt, model, context}, rlm_query_batched {prompts, model, contexts}, tool {name,
+    """A request of the cell's code. params: llm_query {prompt, model, images?, detail?},
+    llm_query_batched {prompts, model, images?, detail?}, rlm_query {prompt, model, context}, rlm_query_batched {prompts, model, contexts}, tool {name,
     args: [...], kwargs: {...}} (the host checks them again: rlmx.engine.subcalls, rlmx.engine.tools)."""
 
     TYPE = "rpc"
+    ATTACHMENTS = ATTACHMENT_NAMES  # images a cell made, as bytes (rlmx.repl.image_refs)
     id: int
     method: Method
     params: dict[str, Any]

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from rlmx.context.payload import ContextPayload
 from rlmx.errors import BudgetExhausted, ProtocolViolation, RLMError, SandboxError, SandboxRefused
+from rlmx.repl import image_refs
 from rlmx.sandbox import frames, wire
 from rlmx.sandbox.base import ExecResult, RpcHandler, SandboxSettings
 from rlmx.sandbox.inbox import Broken, CellClock, Inbound, RpcDone, WorkerGone
@@ -22,6 +23,7 @@ __all__ = ["RESTART_NOTE", "ProcessSandbox", "ProcessSandboxes", "worker_env"]
 RESTART_NOTE = "the REPL was restarted; variables were lost; `context` is loaded again"
 BLOB_CHUNK = 1 << 20
 MAX_ACTIVE_RPCS = 64  # a worker's own code sends one request at a time; many at once is forged
+MAX_RPC_IMAGE_BYTES = 256 * 1024 * 1024  # the images one request of a cell may carry, all together
 
 
 class ProcessSandboxes:
@@ -180,9 +182,14 @@ class ProcessSandbox:
                 header = await reader.readexactly(wire.HEADER.size)
                 json_len, blob_len = wire.decode_header(header)
                 message = wire.decode_body(await reader.readexactly(json_len))
-                if blob_len:
-                    raise ValueError("a worker may not send binary blobs")
-                frame, _ = frames.decode(message, b"", frames.WORKER_TO_HOST)
+                if blob_len > MAX_RPC_IMAGE_BYTES:
+                    raise ValueError(
+                        f"a worker's images may not exceed {MAX_RPC_IMAGE_BYTES:,} bytes a request"
+                    )
+                blob = await reader.readexactly(blob_len) if blob_len else b""
+                frame, attachments = frames.decode(message, blob, frames.WORKER_TO_HOST)
+                if isinstance(frame, frames.Rpc) and (attachments or "images" in frame.params):
+                    frame = frames.Rpc(frame.id, frame.method, image_refs.attach(frame.params, attachments))
                 await self.inbox.put(frame)
         except asyncio.IncompleteReadError:
             await self.inbox.put(WorkerGone())

@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any
 
-from rlmx.repl import syntax
+from rlmx.repl import image_refs, syntax
 from rlmx.repl.namespace import ReplNamespace, check_model_name, encode_value, restored_note, text_view
 from rlmx.repl.textview import TextView
 from rlmx.sandbox import frames
@@ -102,7 +102,8 @@ class Worker:
         with self.lock:
             self.next_rpc += 1
             rid = self.next_rpc
-            frames.write(self.out_fd, frames.Rpc(rid, method, params))
+            params, attachments = image_refs.detach(params)
+            frames.write(self.out_fd, frames.Rpc(rid, method, params), attachments)
             try:
                 reply, _ = frames.read(self.in_fd, frames.HOST_TO_WORKER)
             except frames.ProtocolError as exc:
@@ -131,14 +132,33 @@ class Worker:
         if out is not None:
             out.write("[rlmx] " + " ".join(text.splitlines()) + "\n")
 
-    def llm_query(self, prompt: Any, model: str | None = None) -> str:
-        return str(self.rpc("llm_query", {"prompt": self._prompt(prompt), "model": model}))
+    def llm_query(self, prompt: Any, model: str | None = None, images: Any = None, detail: Any = None) -> str:
+        params: dict[str, Any] = {"prompt": self._prompt(prompt), "model": model}
+        if images is not None:
+            params.update(images=image_refs.wire_images(images), detail=image_refs.check_detail(detail))
+        return str(self.rpc("llm_query", params))
 
-    def llm_query_batched(self, prompts: Any, model: str | None = None) -> list[str]:
+    def vision_query(
+        self, prompt: Any, images: Any = None, model: str | None = None, detail: Any = None
+    ) -> str:
+        """`llm_query` with images (the name the official example's vision helper has)."""
+        return self.llm_query(prompt, model, images=images if images is not None else [], detail=detail)
+
+    def llm_query_batched(
+        self, prompts: Any, model: str | None = None, images: Any = None, detail: Any = None
+    ) -> list[str]:
         items = [self._prompt(p) for p in list(prompts)]
         if sum(len(p) for p in items) > MAX_PROMPT_CHARS * 2:
             raise ValueError("batch too large to send at once; split it into several batches")
-        return [str(r) for r in self.rpc("llm_query_batched", {"prompts": items, "model": model})]
+        params: dict[str, Any] = {"prompts": items, "model": model}
+        if images is not None:
+            lists = list(images)
+            if len(lists) != len(items):
+                raise ValueError(f"llm_query_batched: {len(items)} prompts but {len(lists)} image lists")
+            params.update(
+                images=[image_refs.wire_images(one) for one in lists], detail=image_refs.check_detail(detail)
+            )
+        return [str(r) for r in self.rpc("llm_query_batched", params)]
 
     def rlm_query(self, prompt: Any, model: str | None = None, context: Any = None) -> str:
         model = check_model_name("rlm_query", model)

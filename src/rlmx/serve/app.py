@@ -16,6 +16,7 @@ import hmac
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -29,6 +30,7 @@ from rlmx import telemetry
 from rlmx.errors import ConfigError, EmptyContext, RLMError
 from rlmx.serve import openai_shapes as shapes
 from rlmx.serve.chat import BadRequest, RunRequest, parse_chat_request
+from rlmx.serve.images import ImageRejected, context_with_files, context_with_images, image_bytes
 from rlmx.serve.jobs import Busy, RunGate, RunJob
 from rlmx.serve.logs import RequestLog, RequestRecord, log, record_of
 from rlmx.serve.roots import PathRefused, usable_context
@@ -154,8 +156,16 @@ class ChatService:
                 f"the context is larger than this server's limit of {self.settings.max_context_bytes:,} bytes",
                 413,
             )
+        files: list[tuple[str, Path]] = []  # image files under the roots
         if run.paths:
-            docs.extend(self.settings.roots.load(run.paths, max_bytes=budget))
+            docs.extend(self.settings.roots.load(run.paths, max_bytes=budget, images=files))
+        if run.images:
+            hosts = self.settings.image_url_hosts
+            pictures = [(name, image_bytes(part, name, hosts)) for name, part in run.images]
+            run.held = context_with_images(docs, pictures, files)
+            return run.held
+        if files:
+            return context_with_files(docs, files)
         return usable_context(docs, given=[d["path"] for d in run.documents] + run.paths)
 
     # --- endpoints ------------------------------------------------------------------------------------
@@ -212,6 +222,9 @@ class ChatService:
         except EmptyContext as exc:
             ticket.close()
             raise ApiError(400, str(exc), code="empty_context") from exc
+        except ImageRejected as exc:
+            ticket.close()
+            raise ApiError(400, str(exc), code="invalid_image", param="messages") from exc
         except BaseException:
             ticket.close()
             raise

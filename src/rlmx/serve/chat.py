@@ -1,5 +1,7 @@
 """An OpenAI chat-completions request -> one RLM run: question, context, profile, limits, output schema.
 
+- `image_url` parts (data URLs; remote URLs only from an allow-list of hosts) become image documents of
+  the context (rlmx.serve.images).
 - The question is the last user message. Text parts longer than the context threshold (from any
   message) become context documents; a long single-text last user message keeps its last line (the
   text after its final newline) as the question and the rest becomes context.
@@ -47,6 +49,8 @@ class RunRequest:
     limits: Limits
     documents: list[dict[str, Any]] = field(default_factory=list)  # from messages and inline text
     paths: list[str] = field(default_factory=list)  # server files, loaded after admission
+    images: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, image_url part)
+    held: Any = None  # what must live as long as the run (the context of its images' folder)
     context_note: str | None = None
     output: OutputSpec | None = None
     stream: bool = False
@@ -108,6 +112,7 @@ def parse_chat_request(body: Any, profiles: dict[str, ServedProfile], *, thresho
         limits=limits,
         documents=documents,
         paths=list(paths),
+        images=image_parts(messages),
         context_note=str(note) if note else None,
         output=output_of(body.get("response_format")),
         stream=bool(body.get("stream")),
@@ -128,13 +133,26 @@ def message_texts(message: Any, index: int) -> list[str]:
         raise BadRequest(f"messages[{index}].content must be a string or a list of parts")
     texts = []
     for j, part in enumerate(content):
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            continue  # an image: a context document of its own (`image_parts`)
         if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
             raise BadRequest(
-                f"messages[{index}].content[{j}]: only text parts are supported",
+                f"messages[{index}].content[{j}]: only text and image_url parts are supported",
                 param=f"messages[{index}].content[{j}]",
             )
         texts.append(part["text"])
     return texts
+
+
+def image_parts(messages: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The `image_url` parts of the messages, each named by where it is (its document's name)."""
+    found = []
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                found.append((f"messages[{i}].content[{j}]", part))
+    return found
 
 
 def split_messages(messages: list[Any], threshold: int) -> tuple[str, list[dict[str, Any]], str]:
@@ -164,6 +182,12 @@ def split_messages(messages: list[Any], threshold: int) -> tuple[str, list[dict[
             elif text.strip():
                 transcript.append(f"[{message['role']}] {text}")
     question = "\n".join(p for p in question_parts if p.strip()).strip()
+    if not question and not message_texts(messages[last_user], last_user):
+        raise BadRequest(
+            "the last user message has no question: it holds no text part; add one with the question "
+            "(its image parts become the context)",
+            param="messages",
+        )
     if not question:
         raise BadRequest(
             f"the last user message has no question: it is one text longer than the context threshold "

@@ -14,6 +14,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from rlmx.errors import ConfigError, EmptyContext, RLMError
+from rlmx.images.probe import IMAGE_SUFFIXES
 
 
 class PathRefused(RLMError):
@@ -85,14 +86,20 @@ class Roots:
                 return real
         raise PathRefused(f"path {spec!r} was not found under the allowed roots", 404)
 
-    def load(self, specs: list[str], *, max_bytes: int) -> list[dict[str, Any]]:
-        """Documents ({"path", "text"}) for the given files and folders, confined and size-limited."""
+    def load(
+        self, specs: list[str], *, max_bytes: int, images: list[tuple[str, Path]] | None = None
+    ) -> list[dict[str, Any]]:
+        """Documents ({"path", "text"}) for the given files and folders, confined and size-limited. With
+        `images` (a list to fill), image files are not read but listed there, (name, real path), for
+        the run's context to hold as image documents."""
         budget = _Budget(max_bytes)
         docs: list[dict[str, Any]] = []
         for spec in specs:
             real = self.resolve(spec)
             if real.is_dir():
-                docs.extend(self._folder(real, spec.rstrip("/") or spec, budget))
+                docs.extend(self._folder(real, spec.rstrip("/") or spec, budget, images))
+            elif _image(real, spec, images):
+                continue
             else:
                 text = _read_text(real, budget)
                 if text is None:
@@ -100,7 +107,9 @@ class Roots:
                 docs.append({"path": spec, "text": text})
         return docs
 
-    def _folder(self, folder: Path, label: str, budget: _Budget) -> list[dict[str, Any]]:
+    def _folder(
+        self, folder: Path, label: str, budget: _Budget, images: list[tuple[str, Path]] | None = None
+    ) -> list[dict[str, Any]]:
         docs: list[dict[str, Any]] = []
         for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
@@ -111,10 +120,24 @@ class Roots:
                 real = Path(os.path.realpath(path))
                 if not _inside(real, self.allowed) or not real.is_file():
                     continue  # a link out of the roots (or to something that is not a file) is not read
+                if _image(real, f"{label}/{path.relative_to(folder)}", images):
+                    continue
                 text = _read_text(real, budget)
                 if text is not None:
                     docs.append({"path": f"{label}/{path.relative_to(folder)}", "text": text})
         return docs
+
+
+def _image(real: Path, name: str, images: list[tuple[str, Path]] | None) -> bool:
+    """Whether `real` is an image file, then listed in `images` (when the caller takes images)."""
+    if images is None or real.suffix.lower() not in IMAGE_SUFFIXES:
+        return False
+    from rlmx.context.formats import sniff_file
+
+    if sniff_file(str(real), "image") is not None:
+        return False
+    images.append((name, real))
+    return True
 
 
 class _Budget:

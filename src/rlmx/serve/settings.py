@@ -52,6 +52,8 @@ class ServeSettings:
     max_request_bytes: int = 32 * 2**20
     max_context_bytes: int = 512 * 2**20
     context_threshold: int = 8_000  # message text parts longer than this (characters) become context
+    # hosts whose https image URLs a request's image_url parts may name (empty: data URLs only)
+    image_url_hosts: tuple[str, ...] = ()
     max_running: int = 2
     max_queued: int = 8
     max_sessions: int = 16  # open sessions at once (0: none); a new one beyond: 429

@@ -67,6 +67,8 @@ class _Writer:
             options.api_key_env and os.environ.get(options.api_key_env) == options.api_key
         ):
             out["api_key_env"] = self.key(options.api_key, where)
+        if options.vision is not None:
+            out["vision"] = options.vision
         return out
 
     def key(self, key: str, where: str) -> str | None:

@@ -34,6 +34,9 @@ LABEL_CHARS = 90
 NOT_SHOWN = ("schema_version", "parent_id", "t")  # record fields a note's "record" section leaves out
 
 
+IMAGES_LINE = "\n[images: "  # how a vision sub-call's trace text lists its images (rlmx.images.parts)
+
+
 def one_line(text: str, limit: int = LABEL_CHARS) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -136,7 +139,12 @@ class ReportBuilder:
         details.append(["reply", call.reply_text] if call.reply is not None else ["error", call.error or ""])
         if sub:
             prompt = messages[-1][1] if messages else ""
-            label = f"{call.purpose}: {one_line(prompt, 70)}"
+            prompt, _, shown = prompt.partition(IMAGES_LINE)  # a vision call: its images' names and sizes
+            images = shown.removesuffix("]").split("; ") if shown else []
+            if images:
+                details.insert(len(details) - 1, ["images", "\n".join(images)])
+            seen = f" [{len(images)} image{'s' if len(images) != 1 else ''}]" if images else ""
+            label = f"{call.purpose}{seen}: {one_line(prompt, 70)}"
         else:
             label = f"model call ({call.purpose}) → {one_line(call.reply_text, 60)}"
         index = self.add(
