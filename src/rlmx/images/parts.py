@@ -108,15 +108,32 @@ def prepare(
 # --- reading a request's images back (the estimate, the trace) ----------------------------------------
 
 
-def decoded(url: str) -> tuple[str, bytes] | None:
-    """(media type, bytes) of a base64 data URL, or None."""
+def _split(url: str) -> tuple[str, str] | None:
+    """(media type, base64 text) of a base64 data URL, or None."""
     head, _, body = url.partition(",")
     if not head.startswith("data:") or not head.endswith(";base64"):
         return None
+    return head[5:-7], body
+
+
+def decoded(url: str, limit: int | None = None) -> tuple[str, bytes] | None:
+    """(media type, bytes) of a base64 data URL, or None; with `limit`, only about its first `limit`
+    bytes are decoded (what the header probe reads), not the whole image."""
+    split = _split(url)
+    if split is None:
+        return None
+    media_type, body = split
+    if limit is not None:
+        body = body[: (limit + 2) // 3 * 4]
     try:
-        return head[5:-7], base64.b64decode(body, validate=False)
+        return media_type, base64.b64decode(body, validate=False)
     except (binascii.Error, ValueError):
         return None
+
+
+def _decoded_size(body: str) -> int:
+    """The byte count a base64 text decodes to, without decoding it."""
+    return len(body) * 3 // 4 - (2 if body.endswith("==") else 1 if body.endswith("=") else 0)
 
 
 def image_parts(content: Any) -> Iterator[dict[str, Any]]:
@@ -137,9 +154,10 @@ def content_text(content: Any) -> str:
         elif part.get("type") == "text":
             out.append(str(part.get("text", "")))
         elif part.get("type") == "image_url":
-            url = str((part.get("image_url") or {}).get("url", ""))
-            found = decoded(url) if url.startswith("data:") else None
-            out.append(f"[image: {found[0]}, {len(found[1]):,} bytes]" if found else "[image: a URL]")
+            split = _split(str((part.get("image_url") or {}).get("url", "")))
+            out.append(
+                f"[image: {split[0]}, {_decoded_size(split[1]):,} bytes]" if split else "[image: a URL]"
+            )
     return "\n".join(out)
 
 
@@ -149,8 +167,8 @@ def message_image_tokens(messages: list[dict[str, Any]], lm_name: str, lm: Any =
     for message in messages:
         for part in image_parts(message.get("content")):
             image_url = part.get("image_url") or {}
-            found = decoded(str(image_url.get("url", "")))
-            info = probe(found[1][:HEAD_BYTES]) if found else None
+            found = decoded(str(image_url.get("url", "")), limit=HEAD_BYTES)
+            info = probe(found[1]) if found else None
             width, height = (info.width, info.height) if info else (2048, 2048)
             total += image_tokens(lm_name, width, height, image_url.get("detail"), lm)
     return total
